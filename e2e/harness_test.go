@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lakeBin is the binary built once for the whole package.
+var lakeBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lake-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	lakeBin = filepath.Join(dir, "lake")
+	build := exec.Command("go", "build", "-o", lakeBin, "..")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build lake:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a running lake process whose stderr is kept for failures.
+type proc struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	mu      sync.Mutex
+	logs    strings.Builder
+	addr    chan string
+	address string
+	done    chan struct{}
+}
+
+var listenLine = regexp.MustCompile(`msg="[^"]*listening" .*addr=(\S+)`)
+
+// startLake runs `lake args...` and waits until it logs its listen address.
+func startLake(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, cmd: exec.Command(lakeBin, args...), addr: make(chan string, 1), done: make(chan struct{})}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go p.scan(stderr)
+	t.Cleanup(func() {
+		p.kill(syscall.SIGKILL)
+		if t.Failed() {
+			t.Logf("lake %s logs:\n%s", strings.Join(args, " "), p.output())
+		}
+	})
+	select {
+	case p.address = <-p.addr:
+	case <-p.done:
+		t.Fatalf("lake exited before listening:\n%s", p.output())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("lake did not start listening within 30s:\n%s", p.output())
+	}
+	return p
+}
+
+func (p *proc) scan(r io.Reader) {
+	defer close(p.done)
+	sc := bufio.NewScanner(r)
+	sent := false
+	for sc.Scan() {
+		line := sc.Text()
+		p.mu.Lock()
+		p.logs.WriteString(line + "\n")
+		p.mu.Unlock()
+		if m := listenLine.FindStringSubmatch(line); m != nil && !sent {
+			p.addr <- m[1]
+			sent = true
+		}
+	}
+}
+
+// Addr is the listen address the process reported.
+func (p *proc) Addr() string { return p.address }
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
+// kill sends sig and waits for the process to exit.
+func (p *proc) kill(sig syscall.Signal) {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(sig)
+	_ = p.cmd.Wait()
+	<-p.done
+}
+
+func withTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

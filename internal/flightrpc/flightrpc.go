@@ -1,0 +1,121 @@
+package flightrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lakedata/lake/wire"
+	"github.com/lakedata/lake/wire/lakepb"
+)
+
+// MaxMessageBytes bounds one gRPC message in either direction.
+const MaxMessageBytes = 64 << 20
+
+// Dial connects to a Flight service at addr (host:port) without TLS.
+func Dial(addr string, opts ...grpc.DialOption) (flight.Client, error) {
+	opts = append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+	}, opts...)
+	return flight.NewClientWithMiddleware(addr, nil, nil, opts...)
+}
+
+// Append sends records as one FILE append and returns the service's
+// acknowledgement. All records must have schema.
+func Append(ctx context.Context, fc flight.Client, cmd *lakepb.Append, schema *arrow.Schema, recs []arrow.RecordBatch) (*lakepb.AppendResult, error) {
+	desc, err := wire.AppendDescriptor(cmd)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := fc.DoPut(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema))
+	w.SetFlightDescriptor(desc)
+	for _, r := range recs {
+		if err := w.Write(r); err != nil {
+			return nil, finish(stream, err)
+		}
+	}
+	// Close sends the schema even when there were no records, so the
+	// service can answer an empty append with a proper error.
+	if err := w.Close(); err != nil {
+		return nil, finish(stream, err)
+	}
+	if err := stream.CloseSend(); err != nil {
+		return nil, finish(stream, err)
+	}
+	var res *lakepb.AppendResult
+	for {
+		pr, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if res == nil {
+			if res, err = wire.DecodeAppendResult(pr.GetAppMetadata()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if res == nil {
+		return nil, fmt.Errorf("flight: the service closed the append without a result")
+	}
+	return res, nil
+}
+
+// finish returns the service's own status when a send failed because the
+// service already answered (io.EOF on Send hides the real error).
+func finish(stream flight.FlightService_DoPutClient, sendErr error) error {
+	if !errors.Is(sendErr, io.EOF) {
+		return sendErr
+	}
+	for {
+		if _, err := stream.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return sendErr
+			}
+			return err
+		}
+	}
+}
+
+// Action runs a DoAction whose request and single result are protobuf
+// messages.
+func Action(ctx context.Context, fc flight.Client, actionType string, req, resp proto.Message) error {
+	body, err := proto.Marshal(req)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := fc.DoAction(ctx, &flight.Action{Type: actionType, Body: body})
+	if err != nil {
+		return err
+	}
+	r, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if resp == nil {
+		return nil
+	}
+	if err := proto.Unmarshal(r.GetBody(), resp); err != nil {
+		return fmt.Errorf("flight: %s result: %w", actionType, err)
+	}
+	return nil
+}

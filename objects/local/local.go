@@ -1,0 +1,570 @@
+package local
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"iter"
+	"log/slog"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/wire"
+)
+
+const (
+	// TempDir is the directory under root where objects are built before
+	// they are published. Other processes writing to the same stage share it.
+	TempDir = ".lake-tmp"
+
+	// StaleTempAge is how old a temp file must be before Open removes it. A
+	// day is far longer than any live upload, so only crashed writers' files
+	// qualify.
+	StaleTempAge = 24 * time.Hour
+
+	copyBufSize = 1 << 20
+	filePerm    = 0o644
+	dirPerm     = 0o755
+
+	// publishAttempts bounds retries when a concurrent Delete removes the
+	// directory a writer has just created.
+	publishAttempts = 4
+)
+
+var (
+	_ objects.Store    = (*Store)(nil)
+	_ objects.Preparer = (*Store)(nil)
+)
+
+// bufPool recycles copy buffers: at 1 MiB, allocating one per Put would
+// dominate the garbage of small uploads.
+var bufPool = sync.Pool{New: func() any {
+	b := make([]byte, copyBufSize)
+	return &b
+}}
+
+// Store is a stage in a local directory. It is safe for concurrent use, also
+// by several processes sharing the directory.
+type Store struct {
+	root   *os.Root
+	dir    string
+	logger *slog.Logger
+}
+
+// Open opens the stage at dir, creating it if missing, and removes temp files
+// older than StaleTempAge from dir/.lake-tmp. A nil logger discards logs.
+func Open(dir string, logger *slog.Logger) (*Store, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(dir, dirPerm); err != nil {
+		return nil, fmt.Errorf("local: create stage: %w", err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("local: open stage: %w", err)
+	}
+	if err := root.MkdirAll(TempDir, dirPerm); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("local: create temp dir: %w", err)
+	}
+	s := &Store{root: root, dir: dir, logger: logger.With("stage", dir)}
+	s.removeStaleTemp(time.Now())
+	return s, nil
+}
+
+// Close releases the handle on the stage directory. Readers returned by Open
+// stay usable.
+func (s *Store) Close() error {
+	return s.root.Close()
+}
+
+// Dir returns the stage directory as given to Open.
+func (s *Store) Dir() string {
+	return s.dir
+}
+
+// removeStaleTemp is best effort: a leftover temp file wastes space but
+// breaks nothing, so failures are logged, not returned.
+func (s *Store) removeStaleTemp(now time.Time) {
+	d, err := s.root.Open(TempDir)
+	if err != nil {
+		s.logger.Warn("cannot read temp dir", "err", err)
+		return
+	}
+	entries, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
+		s.logger.Warn("cannot read temp dir", "err", err)
+		return
+	}
+	removed := 0
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || now.Sub(fi.ModTime()) < StaleTempAge {
+			continue
+		}
+		err = s.root.Remove(TempDir + "/" + e.Name())
+		switch {
+		case err == nil:
+			removed++
+		case !errors.Is(err, fs.ErrNotExist): // another process got there first
+			s.logger.Warn("cannot remove stale temp file", "name", e.Name(), "err", err)
+		}
+	}
+	if removed > 0 {
+		s.logger.Info("removed stale temp files", "count", removed)
+	}
+}
+
+// checkKey applies wire.ValidateKey and keeps keys out of the temp dir, so
+// no caller can read, replace or delete an upload in progress.
+// EqualFold because the stage may sit on a case-insensitive file system.
+func checkKey(key string) error {
+	if err := wire.ValidateKey(key); err != nil {
+		return err
+	}
+	first, _, _ := strings.Cut(key, "/")
+	if strings.EqualFold(first, TempDir) {
+		return fmt.Errorf("%w: %q is reserved by the local stage", wire.ErrInvalidKey, TempDir)
+	}
+	return nil
+}
+
+// isNotExist also treats ENOTDIR as missing: Stat("a/b") when "a" is an
+// object is simply a key that does not exist.
+func isNotExist(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+func etag(fi fs.FileInfo) string {
+	return fmt.Sprintf("%x-%x", fi.ModTime().UnixNano(), fi.Size())
+}
+
+func info(key string, fi fs.FileInfo) objects.Info {
+	return objects.Info{Key: key, Size: fi.Size(), ETag: etag(fi), ModTime: fi.ModTime()}
+}
+
+// createTemp makes a fresh temp file. O_EXCL with a random name keeps
+// concurrent writers, in this and other processes, apart.
+func (s *Store) createTemp() (*os.File, string, error) {
+	name := TempDir + "/put-" + rand.Text()
+	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Someone removed the temp dir while the stage was open.
+		if err := s.root.MkdirAll(TempDir, dirPerm); err != nil {
+			return nil, "", err
+		}
+		f, err = s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return f, name, nil
+}
+
+// Put implements objects.Store.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, _ objects.PutOptions) (objects.Info, error) {
+	if err := checkKey(key); err != nil {
+		return objects.Info{}, fmt.Errorf("local: put: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return objects.Info{}, fmt.Errorf("local: put %s: %w", key, err)
+	}
+	f, tmp, err := s.createTemp()
+	if err != nil {
+		return objects.Info{}, fmt.Errorf("local: put %s: %w", key, err)
+	}
+	published := false
+	defer func() {
+		if !published {
+			f.Close() // may already be closed; the error is irrelevant then
+			s.root.Remove(tmp)
+		}
+	}()
+
+	h := sha256.New()
+	n, err := copyCtx(ctx, f, h, r)
+	if err != nil {
+		return objects.Info{}, fmt.Errorf("local: put %s: %w", key, err)
+	}
+	if err := f.Sync(); err != nil {
+		return objects.Info{}, fmt.Errorf("local: put %s: sync: %w", key, err)
+	}
+	// rename(2) keeps the mtime, so this is what Stat and List report later
+	// and the ETags agree.
+	fi, err := f.Stat()
+	if err != nil {
+		return objects.Info{}, fmt.Errorf("local: put %s: %w", key, err)
+	}
+	if err := f.Close(); err != nil {
+		return objects.Info{}, fmt.Errorf("local: put %s: %w", key, err)
+	}
+	// The last chance to honour a cancel: after the rename the object is out.
+	if err := ctx.Err(); err != nil {
+		return objects.Info{}, fmt.Errorf("local: put %s: %w", key, err)
+	}
+	if err := s.publish(key, func() error { return s.root.Rename(tmp, key) }); err != nil {
+		return objects.Info{}, fmt.Errorf("local: put %s: %w", key, err)
+	}
+	published = true
+	out := info(key, fi)
+	out.Size = n
+	out.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return out, nil
+}
+
+// copyCtx copies r to both f and h, checking ctx between chunks so a
+// cancelled upload stops within one chunk.
+func copyCtx(ctx context.Context, f io.Writer, h io.Writer, r io.Reader) (int64, error) {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		nr, rerr := r.Read(buf)
+		if nr > 0 {
+			if _, err := f.Write(buf[:nr]); err != nil {
+				return n, err
+			}
+			h.Write(buf[:nr]) // hash.Hash never fails
+			n += int64(nr)
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, fmt.Errorf("read source: %w", rerr)
+		}
+	}
+}
+
+// PutPath implements objects.Store. The checkpoint is ignored: a local Put
+// completes in one step, so there is nothing to resume.
+func (s *Store) PutPath(ctx context.Context, key, path, _ string, opts objects.PutOptions) (objects.Info, error) {
+	if err := checkKey(key); err != nil {
+		return objects.Info{}, fmt.Errorf("local: put: %w", err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return objects.Info{}, fmt.Errorf("local: put %s: %w", key, err)
+	}
+	defer f.Close()
+	return s.Put(ctx, key, f, opts)
+}
+
+// PutIfAbsent implements objects.Store. link(2), unlike rename(2), refuses
+// to replace an existing name, which is what makes it atomic across
+// processes.
+func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	p, err := s.PrepareIfAbsent(ctx, key, data)
+	if err != nil {
+		return err
+	}
+	return p.Publish(ctx)
+}
+
+// PrepareIfAbsent implements objects.Preparer: the data is written and
+// fsync'd to a temp file now; Publish links it onto the key.
+func (s *Store) PrepareIfAbsent(ctx context.Context, key string, data []byte) (objects.Prepared, error) {
+	if err := checkKey(key); err != nil {
+		return nil, fmt.Errorf("local: put-if-absent: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("local: put-if-absent %s: %w", key, err)
+	}
+	f, tmp, err := s.createTemp()
+	if err != nil {
+		return nil, fmt.Errorf("local: put-if-absent %s: %w", key, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		s.root.Remove(tmp)
+		return nil, fmt.Errorf("local: put-if-absent %s: %w", key, err)
+	}
+	return &prepared{s: s, key: key, tmp: tmp}, nil
+}
+
+type prepared struct {
+	s        *Store
+	key, tmp string
+}
+
+func (p *prepared) Publish(ctx context.Context) error {
+	s, key, tmp := p.s, p.key, p.tmp
+	// The temp name goes whatever happens: on success the key holds the
+	// second link to the same inode.
+	defer s.root.Remove(tmp)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("local: put-if-absent %s: %w", key, err)
+	}
+	err := s.publish(key, func() error { return s.root.Link(tmp, key) })
+	if errors.Is(err, fs.ErrExist) {
+		if fi, serr := s.root.Lstat(key); serr == nil && fi.IsDir() {
+			// Not an object, so ErrExists would be a lie.
+			return fmt.Errorf("local: put-if-absent %s: a directory of that name holds other keys", key)
+		}
+		return fmt.Errorf("local: put-if-absent %s: %w", key, objects.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("local: put-if-absent %s: %w", key, err)
+	}
+	return nil
+}
+
+func (p *prepared) Discard() { p.s.root.Remove(p.tmp) }
+
+// publish runs place (the rename or link onto key) and fsyncs what changed:
+// the key's directory, and its ancestors too when they had to be created.
+// Syncing only the parent in the common case saves a directory fsync per
+// level on every commit; an existing ancestor was synced by whoever created
+// it, before that Put returned.
+func (s *Store) publish(key string, place func() error) error {
+	dir := path.Dir(key)
+	err := place()
+	if err == nil {
+		return s.syncDir(dir)
+	}
+	for attempt := 1; errors.Is(err, fs.ErrNotExist) && dir != "." && attempt <= publishAttempts; attempt++ {
+		// The directory is missing: make it, or a concurrent Delete
+		// removed it as empty between MkdirAll and place.
+		if err := s.root.MkdirAll(dir, dirPerm); err != nil {
+			return err
+		}
+		if err = place(); err == nil {
+			return s.syncDirs(dir)
+		}
+	}
+	return err
+}
+
+// syncDirs fsyncs dir and every ancestor up to root: the MkdirAll above, or
+// a concurrent writer's, may just have created any of them.
+func (s *Store) syncDirs(dir string) error {
+	for {
+		if err := s.syncDir(dir); err != nil {
+			return err
+		}
+		if dir == "." {
+			return nil
+		}
+		dir = path.Dir(dir)
+	}
+}
+
+func (s *Store) syncDir(dir string) error {
+	d, err := s.root.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Open implements objects.Store. Reads from the returned reader fail once
+// ctx is done, as they would on a remote backend.
+func (s *Store) Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if err := checkKey(key); err != nil {
+		return nil, fmt.Errorf("local: open: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("local: open %s: %w", key, err)
+	}
+	f, err := s.root.Open(key)
+	if isNotExist(err) {
+		return nil, fmt.Errorf("local: open %s: %w", key, objects.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local: open %s: %w", key, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("local: open %s: %w", key, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("local: open %s: %w", key, objects.ErrNotFound)
+	}
+	size := fi.Size()
+	if offset < 0 || offset > size {
+		f.Close()
+		return nil, fmt.Errorf("local: open %s: offset %d of %d bytes: %w", key, offset, size, objects.ErrInvalidRange)
+	}
+	n := size - offset
+	if length >= 0 && length < n {
+		n = length
+	}
+	return &reader{ctx: ctx, r: io.NewSectionReader(f, offset, n), f: f}, nil
+}
+
+type reader struct {
+	ctx context.Context
+	r   *io.SectionReader
+	f   *os.File
+}
+
+func (r *reader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.r.Read(p)
+}
+
+func (r *reader) Close() error {
+	return r.f.Close()
+}
+
+// Stat implements objects.Store.
+func (s *Store) Stat(ctx context.Context, key string) (objects.Info, error) {
+	if err := checkKey(key); err != nil {
+		return objects.Info{}, fmt.Errorf("local: stat: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return objects.Info{}, fmt.Errorf("local: stat %s: %w", key, err)
+	}
+	fi, err := s.root.Stat(key)
+	if isNotExist(err) {
+		return objects.Info{}, fmt.Errorf("local: stat %s: %w", key, objects.ErrNotFound)
+	}
+	if err != nil {
+		return objects.Info{}, fmt.Errorf("local: stat %s: %w", key, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return objects.Info{}, fmt.Errorf("local: stat %s: %w", key, objects.ErrNotFound)
+	}
+	return info(key, fi), nil
+}
+
+// List implements objects.Store.
+func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[objects.Info, error] {
+	return func(yield func(objects.Info, error) bool) {
+		infos, err := s.list(ctx, prefix)
+		if err != nil {
+			yield(objects.Info{}, fmt.Errorf("local: list %q: %w", prefix, err))
+			return
+		}
+		for _, in := range infos {
+			if !yield(in, nil) {
+				return
+			}
+		}
+	}
+}
+
+// list walks only the directory named by prefix up to its last slash, since
+// every matching key lies below it, and prunes subdirectories that cannot
+// hold a match.
+func (s *Store) list(ctx context.Context, prefix string) ([]objects.Info, error) {
+	start := "."
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		start = prefix[:i]
+		if checkKey(start) != nil {
+			// Every key below start would be invalid too, so none exists.
+			return nil, nil
+		}
+	}
+	var out []objects.Info
+	err := fs.WalkDir(s.root.FS(), start, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if isNotExist(err) { // absent prefix, or a concurrent Delete
+				return nil
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p == start {
+				return nil
+			}
+			if p == TempDir {
+				return fs.SkipDir
+			}
+			sub := p + "/"
+			if !strings.HasPrefix(sub, prefix) && !strings.HasPrefix(prefix, sub) {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		// Symbolic links are skipped: only files written by Put are objects.
+		if !d.Type().IsRegular() || !strings.HasPrefix(p, prefix) {
+			return nil
+		}
+		fi, err := d.Info()
+		if isNotExist(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out = append(out, info(p, fi))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Directory order puts "a/b" before "a.b"; byte order, as on S3, does not.
+	slices.SortFunc(out, func(a, b objects.Info) int { return cmp.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// Delete implements objects.Store. It then removes the parent directories
+// left empty, up to but not including root.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return fmt.Errorf("local: delete: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("local: delete %s: %w", key, err)
+	}
+	// A directory is not an object, and Remove would delete an empty one.
+	fi, err := s.root.Lstat(key)
+	if isNotExist(err) || (err == nil && fi.IsDir()) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("local: delete %s: %w", key, err)
+	}
+	if err := s.root.Remove(key); err != nil && !isNotExist(err) {
+		return fmt.Errorf("local: delete %s: %w", key, err)
+	}
+	// Remove fails on a directory that is not empty, which ends the climb.
+	for dir := path.Dir(key); dir != "."; dir = path.Dir(dir) {
+		if s.root.Remove(dir) != nil {
+			break
+		}
+	}
+	return nil
+}

@@ -1,0 +1,587 @@
+package objectstest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/wire"
+)
+
+// Run runs the conformance suite against the backend built by newStore,
+// which must return a fresh, empty store for each call; each subtest gets its
+// own. newStore should register its own cleanup with t.
+func Run(t *testing.T, newStore func(t *testing.T) objects.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s objects.Store)
+	}{
+		{"PutOpen", testPutOpen},
+		{"PutEmpty", testPutEmpty},
+		{"PutReplaces", testPutReplaces},
+		{"PutCancelled", testPutCancelled},
+		{"PutReaderError", testPutReaderError},
+		{"PutPath", testPutPath},
+		{"OpenRange", testOpenRange},
+		{"NotFound", testNotFound},
+		{"PutIfAbsent", testPutIfAbsent},
+		{"PutIfAbsentRace", testPutIfAbsentRace},
+		{"List", testList},
+		{"Delete", testDelete},
+		{"InvalidKeys", testInvalidKeys},
+		{"Large", testLarge},
+		{"ConcurrentPuts", testConcurrentPuts},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+// randomBytes is deterministic so a failure reproduces.
+func randomBytes(n int, seed uint64) []byte {
+	var s [32]byte
+	s[0] = byte(seed)
+	s[1] = byte(seed >> 8)
+	b := make([]byte, n)
+	rand.NewChaCha8(s).Read(b)
+	return b
+}
+
+func sha(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func put(t *testing.T, s objects.Store, key string, data []byte) objects.Info {
+	t.Helper()
+	in, err := s.Put(t.Context(), key, bytes.NewReader(data), objects.PutOptions{})
+	if err != nil {
+		t.Fatalf("Put(%q): %v", key, err)
+	}
+	return in
+}
+
+func mustRead(t *testing.T, s objects.Store, key string) []byte {
+	t.Helper()
+	b, err := objects.ReadAll(t.Context(), s, key)
+	if err != nil {
+		t.Fatalf("ReadAll(%q): %v", key, err)
+	}
+	return b
+}
+
+func wantContent(t *testing.T, s objects.Store, key string, want []byte) {
+	t.Helper()
+	if got := mustRead(t, s, key); !bytes.Equal(got, want) {
+		t.Fatalf("%q holds %d bytes (sha %.12s), want %d bytes (sha %.12s)", key, len(got), sha(got), len(want), sha(want))
+	}
+}
+
+func wantNotFound(t *testing.T, s objects.Store, key string) {
+	t.Helper()
+	if in, err := s.Stat(t.Context(), key); !errors.Is(err, objects.ErrNotFound) {
+		t.Fatalf("Stat(%q) = %+v, %v; want ErrNotFound", key, in, err)
+	}
+}
+
+// checkInfo checks what Put and PutPath promise.
+func checkInfo(t *testing.T, got objects.Info, key string, data []byte) {
+	t.Helper()
+	if got.Key != key || got.Size != int64(len(data)) || got.SHA256 != sha(data) {
+		t.Fatalf("Info = {Key %q Size %d SHA256 %s}, want {%q %d %s}", got.Key, got.Size, got.SHA256, key, len(data), sha(data))
+	}
+}
+
+func testPutOpen(t *testing.T, s objects.Store) {
+	const key = "a/b/c.txt"
+	data := []byte("hello, stage\n")
+	in := put(t, s, key, data)
+	checkInfo(t, in, key, data)
+	wantContent(t, s, key, data)
+
+	st, err := s.Stat(t.Context(), key)
+	if err != nil {
+		t.Fatalf("Stat: %v", err)
+	}
+	if st.Key != key || st.Size != int64(len(data)) || st.ModTime.IsZero() {
+		t.Fatalf("Stat = %+v", st)
+	}
+	if st.SHA256 != "" && st.SHA256 != in.SHA256 {
+		t.Fatalf("Stat SHA256 %s, Put said %s", st.SHA256, in.SHA256)
+	}
+	// An ETag is optional, but when both report one it names the same object.
+	if st.ETag != "" && in.ETag != "" && st.ETag != in.ETag {
+		t.Fatalf("Stat ETag %q, Put ETag %q", st.ETag, in.ETag)
+	}
+}
+
+func testPutEmpty(t *testing.T, s objects.Store) {
+	in := put(t, s, "empty", nil)
+	checkInfo(t, in, "empty", nil)
+	wantContent(t, s, "empty", nil)
+	st, err := s.Stat(t.Context(), "empty")
+	if err != nil || st.Size != 0 {
+		t.Fatalf("Stat = %+v, %v; want size 0", st, err)
+	}
+}
+
+func testPutReplaces(t *testing.T, s objects.Store) {
+	put(t, s, "k", []byte("first version, the longer one"))
+	v2 := []byte("second")
+	checkInfo(t, put(t, s, "k", v2), "k", v2)
+	wantContent(t, s, "k", v2)
+	if st, err := s.Stat(t.Context(), "k"); err != nil || st.Size != int64(len(v2)) {
+		t.Fatalf("Stat = %+v, %v; want size %d", st, err, len(v2))
+	}
+}
+
+// cancelReader cancels its Put's context once after bytes have been read,
+// then keeps yielding data, so only the store's own ctx check can stop it.
+type cancelReader struct {
+	cancel       context.CancelFunc
+	after, total int
+	n            int
+}
+
+func (r *cancelReader) Read(p []byte) (int, error) {
+	if r.n >= r.total {
+		return 0, io.EOF
+	}
+	if r.n >= r.after {
+		r.cancel()
+	}
+	k := min(len(p), 64<<10, r.total-r.n)
+	for i := range p[:k] {
+		p[i] = 'x'
+	}
+	r.n += k
+	return k, nil
+}
+
+func testPutCancelled(t *testing.T, s objects.Store) {
+	t.Run("midway", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		r := &cancelReader{cancel: cancel, after: 256 << 10, total: 4 << 20}
+		_, err := s.Put(ctx, "cancelled", r, objects.PutOptions{})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Put = %v, want context.Canceled", err)
+		}
+		wantNotFound(t, s, "cancelled")
+	})
+	t.Run("before", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		_, err := s.Put(ctx, "cancelled", bytes.NewReader([]byte("x")), objects.PutOptions{})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Put = %v, want context.Canceled", err)
+		}
+		wantNotFound(t, s, "cancelled")
+	})
+	t.Run("replacing", func(t *testing.T) {
+		old := []byte("old content")
+		put(t, s, "kept", old)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		r := &cancelReader{cancel: cancel, after: 128 << 10, total: 2 << 20}
+		if _, err := s.Put(ctx, "kept", r, objects.PutOptions{}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Put = %v, want context.Canceled", err)
+		}
+		wantContent(t, s, "kept", old)
+	})
+}
+
+var errBoom = errors.New("objectstest: source failed")
+
+// failReader yields n bytes, then errBoom.
+type failReader struct{ n int }
+
+func (r *failReader) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, errBoom
+	}
+	k := min(len(p), r.n)
+	clear(p[:k])
+	r.n -= k
+	return k, nil
+}
+
+func testPutReaderError(t *testing.T, s objects.Store) {
+	_, err := s.Put(t.Context(), "failed", &failReader{n: 100 << 10}, objects.PutOptions{})
+	if !errors.Is(err, errBoom) {
+		t.Fatalf("Put = %v, want the reader's error", err)
+	}
+	wantNotFound(t, s, "failed")
+
+	old := []byte("survivor")
+	put(t, s, "kept", old)
+	if _, err := s.Put(t.Context(), "kept", &failReader{n: 10}, objects.PutOptions{}); !errors.Is(err, errBoom) {
+		t.Fatalf("Put = %v, want the reader's error", err)
+	}
+	wantContent(t, s, "kept", old)
+}
+
+func testPutPath(t *testing.T, s objects.Store) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "upload.bin")
+	data := randomBytes(300<<10+7, 1)
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const key = "objects/2026/01/x/upload.bin"
+	in, err := s.PutPath(t.Context(), key, src, filepath.Join(dir, "upload.ckpt"), objects.PutOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		t.Fatalf("PutPath: %v", err)
+	}
+	checkInfo(t, in, key, data)
+	wantContent(t, s, key, data)
+
+	if _, err := s.PutPath(t.Context(), "other", filepath.Join(dir, "missing"), filepath.Join(dir, "c2"), objects.PutOptions{}); err == nil {
+		t.Fatal("PutPath of a missing file succeeded")
+	}
+	wantNotFound(t, s, "other")
+}
+
+func testOpenRange(t *testing.T, s objects.Store) {
+	data := randomBytes(1000, 2)
+	put(t, s, "r", data)
+	for _, tc := range []struct {
+		off, length int64
+		want        []byte
+	}{
+		{0, -1, data},
+		{100, 200, data[100:300]},
+		{100, -1, data[100:]},
+		{900, 500, data[900:]},
+		{999, 1, data[999:]},
+		{0, 0, nil},
+		{1000, -1, nil},
+		{1000, 10, nil},
+	} {
+		rc, err := s.Open(t.Context(), "r", tc.off, tc.length)
+		if err != nil {
+			t.Fatalf("Open(%d, %d): %v", tc.off, tc.length, err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatalf("Open(%d, %d): read: %v", tc.off, tc.length, err)
+		}
+		if !bytes.Equal(got, tc.want) {
+			t.Fatalf("Open(%d, %d) read %d bytes, want %d", tc.off, tc.length, len(got), len(tc.want))
+		}
+	}
+	for _, tc := range []struct{ off, length int64 }{{1001, -1}, {1001, 5}, {1 << 40, 1}} {
+		rc, err := s.Open(t.Context(), "r", tc.off, tc.length)
+		if err == nil {
+			rc.Close()
+		}
+		if !errors.Is(err, objects.ErrInvalidRange) {
+			t.Fatalf("Open(%d, %d) = %v, want ErrInvalidRange", tc.off, tc.length, err)
+		}
+	}
+}
+
+func testNotFound(t *testing.T, s objects.Store) {
+	put(t, s, "dir/obj", []byte("x"))
+	// "dir" is only a prefix and "dir/obj/deeper" would sit below an object:
+	// neither is a key, whatever the backend's layout.
+	for _, key := range []string{"missing", "no/such/key", "dir", "dir/obj/deeper"} {
+		rc, err := s.Open(t.Context(), key, 0, -1)
+		if err == nil {
+			rc.Close()
+		}
+		if !errors.Is(err, objects.ErrNotFound) {
+			t.Errorf("Open(%q) = %v, want ErrNotFound", key, err)
+		}
+		if _, err := s.Stat(t.Context(), key); !errors.Is(err, objects.ErrNotFound) {
+			t.Errorf("Stat(%q) = %v, want ErrNotFound", key, err)
+		}
+	}
+}
+
+func testPutIfAbsent(t *testing.T, s objects.Store) {
+	const key = "_lake/tables/t1/log/00000000000000000001.json"
+	first := []byte(`{"version":1}`)
+	if err := s.PutIfAbsent(t.Context(), key, first); err != nil {
+		t.Fatalf("first PutIfAbsent: %v", err)
+	}
+	if err := s.PutIfAbsent(t.Context(), key, []byte(`{"version":1,"other":true}`)); !errors.Is(err, objects.ErrExists) {
+		t.Fatalf("second PutIfAbsent = %v, want ErrExists", err)
+	}
+	wantContent(t, s, key, first)
+	if st, err := s.Stat(t.Context(), key); err != nil || st.Size != int64(len(first)) {
+		t.Fatalf("Stat = %+v, %v", st, err)
+	}
+
+	put(t, s, "by-put", []byte("put"))
+	if err := s.PutIfAbsent(t.Context(), "by-put", []byte("pia")); !errors.Is(err, objects.ErrExists) {
+		t.Fatalf("PutIfAbsent over Put = %v, want ErrExists", err)
+	}
+	wantContent(t, s, "by-put", []byte("put"))
+
+	if err := s.PutIfAbsent(t.Context(), "empty-record", nil); err != nil {
+		t.Fatalf("PutIfAbsent of no bytes: %v", err)
+	}
+	wantContent(t, s, "empty-record", nil)
+}
+
+func testPutIfAbsentRace(t *testing.T, s objects.Store) {
+	const key, n = "race/00000000000000000002.json", 16
+	var (
+		wins   atomic.Int32
+		winner atomic.Int32
+		wg     sync.WaitGroup
+		start  = make(chan struct{})
+		errs   = make([]error, n)
+	)
+	payload := func(i int) []byte {
+		return fmt.Appendf(nil, "writer %02d %s", i, bytes.Repeat([]byte{'a' + byte(i)}, 100*i))
+	}
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			err := s.PutIfAbsent(t.Context(), key, payload(i))
+			if err == nil {
+				wins.Add(1)
+				winner.Store(int32(i))
+			}
+			errs[i] = err
+		})
+	}
+	close(start)
+	wg.Wait()
+	if w := wins.Load(); w != 1 {
+		t.Fatalf("%d winners, want exactly 1 (errors: %v)", w, errs)
+	}
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, objects.ErrExists) {
+			t.Errorf("writer %d: %v, want ErrExists", i, err)
+		}
+	}
+	wantContent(t, s, key, payload(int(winner.Load())))
+}
+
+func listKeys(t *testing.T, s objects.Store, prefix string) []string {
+	t.Helper()
+	keys := []string{}
+	for in, err := range s.List(t.Context(), prefix) {
+		if err != nil {
+			t.Fatalf("List(%q): %v", prefix, err)
+		}
+		if in.SHA256 != "" {
+			t.Errorf("List(%q) gave SHA256 for %q", prefix, in.Key)
+		}
+		keys = append(keys, in.Key)
+	}
+	return keys
+}
+
+func testList(t *testing.T, s objects.Store) {
+	// No key is also a directory of others: the local backend cannot hold
+	// both "a/b" and "a/b/c".
+	all := []string{"a.txt", "a/a", "a/b.txt", "a/b/c", "a/b/d/e", "a/bc", "b/x", "zz"}
+	sizes := map[string]int{}
+	for i, k := range slices.Backward(all) { // out of order on purpose
+		data := bytes.Repeat([]byte{'x'}, i+1)
+		if i%2 == 0 {
+			if err := s.PutIfAbsent(t.Context(), k, data); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			put(t, s, k, data)
+		}
+		sizes[k] = len(data)
+	}
+	for _, tc := range []struct {
+		prefix string
+		want   []string
+	}{
+		{"", all},
+		{"a", all[:6]},
+		{"a/", all[1:6]},
+		// byte order: '.' < '/' < 'c', unlike a directory walk.
+		{"a/b", []string{"a/b.txt", "a/b/c", "a/b/d/e", "a/bc"}},
+		{"a/b/", []string{"a/b/c", "a/b/d/e"}},
+		{"a/b/d/e", []string{"a/b/d/e"}},
+		{"a/b/d/e/", []string{}},
+		{"a/b/c/", []string{}},
+		{"zz", []string{"zz"}},
+		{"zzz", []string{}},
+		{"nothing/here/", []string{}},
+		{"/a", []string{}},
+		{"a//", []string{}},
+		{"../", []string{}},
+		{"./a", []string{}},
+	} {
+		if got := listKeys(t, s, tc.prefix); !slices.Equal(got, tc.want) {
+			t.Errorf("List(%q) = %q, want %q", tc.prefix, got, tc.want)
+		}
+	}
+	for in, err := range s.List(t.Context(), "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Size != int64(sizes[in.Key]) || in.ModTime.IsZero() {
+			t.Errorf("List: %+v, want size %d and a ModTime", in, sizes[in.Key])
+		}
+	}
+	// Stopping early must be safe.
+	n := 0
+	for range s.List(t.Context(), "") {
+		n++
+		if n == 2 {
+			break
+		}
+	}
+}
+
+func testDelete(t *testing.T, s objects.Store) {
+	put(t, s, "d/e/f", []byte("1"))
+	put(t, s, "d/e/g", []byte("2"))
+	put(t, s, "d/x/y", []byte("3"))
+	if err := s.Delete(t.Context(), "d/e/f"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	wantNotFound(t, s, "d/e/f")
+	wantContent(t, s, "d/e/g", []byte("2"))
+	if err := s.Delete(t.Context(), "d/e/f"); err != nil {
+		t.Fatalf("Delete again: %v", err)
+	}
+	if err := s.Delete(t.Context(), "never/was"); err != nil {
+		t.Fatalf("Delete of a missing key: %v", err)
+	}
+	// A prefix is not an object; deleting it must not touch what is below.
+	if err := s.Delete(t.Context(), "d/x"); err != nil {
+		t.Fatalf("Delete of a prefix: %v", err)
+	}
+	wantContent(t, s, "d/x/y", []byte("3"))
+
+	for _, k := range []string{"d/e/g", "d/x/y"} {
+		if err := s.Delete(t.Context(), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := listKeys(t, s, ""); len(got) != 0 {
+		t.Fatalf("after deleting everything, List = %q", got)
+	}
+	// The key's prefix may have gone with the last object; writing there
+	// again must work.
+	put(t, s, "d/e/f", []byte("again"))
+	wantContent(t, s, "d/e/f", []byte("again"))
+}
+
+// InvalidKeys are keys every backend must refuse with wire.ErrInvalidKey.
+var InvalidKeys = []string{
+	"", "/abs", "a/../b", "../a", "a/..", "a//b", "a/", `a\b`, "a\x00b", "a\nb",
+	"./a", "a/.", ".", "..", "\xffbad", strings.Repeat("k", wire.MaxKeyLen+1),
+}
+
+func testInvalidKeys(t *testing.T, s objects.Store) {
+	ctx := t.Context()
+	src := filepath.Join(t.TempDir(), "src")
+	if err := os.WriteFile(src, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range InvalidKeys {
+		check := func(op string, err error) {
+			t.Helper()
+			if !errors.Is(err, wire.ErrInvalidKey) {
+				t.Errorf("%s(%q) = %v, want wire.ErrInvalidKey", op, key, err)
+			}
+		}
+		_, err := s.Put(ctx, key, bytes.NewReader([]byte("x")), objects.PutOptions{})
+		check("Put", err)
+		_, err = s.PutPath(ctx, key, src, src+".ckpt", objects.PutOptions{})
+		check("PutPath", err)
+		check("PutIfAbsent", s.PutIfAbsent(ctx, key, []byte("x")))
+		rc, err := s.Open(ctx, key, 0, -1)
+		if err == nil {
+			rc.Close()
+		}
+		check("Open", err)
+		_, err = s.Stat(ctx, key)
+		check("Stat", err)
+		check("Delete", s.Delete(ctx, key))
+	}
+	if got := listKeys(t, s, ""); len(got) != 0 {
+		t.Fatalf("invalid keys left objects: %q", got)
+	}
+}
+
+// chunkReader hands out data in odd-sized pieces, as a network would.
+type chunkReader struct {
+	data  []byte
+	chunk int
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), r.chunk)], r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
+func testLarge(t *testing.T, s objects.Store) {
+	data := randomBytes(8<<20+12345, 3)
+	const key = "big/object.bin"
+	in, err := s.Put(t.Context(), key, &chunkReader{data: data, chunk: 77777}, objects.PutOptions{})
+	if err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	checkInfo(t, in, key, data)
+	wantContent(t, s, key, data)
+
+	// A range across a 1 MiB boundary, where copy buffers and parts split.
+	off, n := int64(1<<20-1000), int64(5000)
+	rc, err := s.Open(t.Context(), key, off, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(rc)
+	if err != nil || !bytes.Equal(got, data[off:off+n]) {
+		t.Fatalf("ranged read: %d bytes, err %v; want %d matching bytes", len(got), err, n)
+	}
+}
+
+func testConcurrentPuts(t *testing.T, s objects.Store) {
+	const n = 16
+	key := func(i int) string { return fmt.Sprintf("c/%02d/obj", i) }
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = s.Put(t.Context(), key(i), bytes.NewReader(randomBytes(10000+i, uint64(100+i))), objects.PutOptions{})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Put %d: %v", i, err)
+		}
+	}
+	if got := listKeys(t, s, "c/"); len(got) != n {
+		t.Fatalf("List(c/) = %d keys, want %d", len(got), n)
+	}
+	for i := range n {
+		wantContent(t, s, key(i), randomBytes(10000+i, uint64(100+i)))
+	}
+}

@@ -1,0 +1,63 @@
+package meta
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"google.golang.org/grpc"
+
+	"github.com/lakedata/lake/objects"
+)
+
+// Config configures a metadata service.
+type Config struct {
+	// Listen is the Flight address to serve on ("127.0.0.1:0" picks a
+	// port). Empty: no Flight server, the Go API only.
+	Listen string
+	// DataDir holds the bbolt index and the lock file.
+	DataDir string
+	// Stage is the managed stage; StageURI names it, so an index built for
+	// another stage is detected and rebuilt.
+	Stage    objects.Store
+	StageURI string
+	// MaxAppendBytes bounds the Arrow data of one append stream, so a
+	// single client cannot exhaust the leader's memory.
+	MaxAppendBytes int64
+	// MaxGroupRequests bounds how many appends one group commit merges.
+	MaxGroupRequests int
+	// ServerOptions are extra gRPC server options (TLS, interceptors).
+	ServerOptions []grpc.ServerOption
+	Logger        *slog.Logger
+}
+
+// DefaultConfig returns a Config with every tunable at its default.
+func DefaultConfig() Config {
+	return Config{
+		Listen:           "127.0.0.1:50052",
+		DataDir:          "./lake-data",
+		MaxAppendBytes:   256 << 20,
+		MaxGroupRequests: 512,
+	}
+}
+
+// Validate returns every field error at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("meta: DataDir is required"))
+	}
+	if c.Stage == nil {
+		errs = append(errs, errors.New("meta: Stage is required"))
+	}
+	if c.StageURI == "" {
+		errs = append(errs, errors.New("meta: StageURI is required"))
+	}
+	if c.MaxAppendBytes <= 0 {
+		errs = append(errs, fmt.Errorf("meta: MaxAppendBytes must be positive, got %d", c.MaxAppendBytes))
+	}
+	if c.MaxGroupRequests <= 0 {
+		errs = append(errs, fmt.Errorf("meta: MaxGroupRequests must be positive, got %d", c.MaxGroupRequests))
+	}
+	return errors.Join(errs...)
+}

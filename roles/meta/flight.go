@@ -1,0 +1,203 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	flightgen "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lakedata/lake/wire"
+	"github.com/lakedata/lake/wire/lakepb"
+)
+
+// maxMessageBytes bounds one gRPC message; record batches above it must be
+// split by the client.
+const maxMessageBytes = 64 << 20
+
+func (s *Service) serve(addr string) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("meta: listen on %s: %w", addr, err)
+	}
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes)}, s.cfg.ServerOptions...)
+	s.lis, s.grpc = lis, grpc.NewServer(opts...)
+	flightgen.RegisterFlightServiceServer(s.grpc, &flightService{svc: s})
+	go func() {
+		if err := s.grpc.Serve(lis); err != nil {
+			s.log.Error("flight server stopped", "err", err)
+		}
+	}()
+	s.log.Info("metadata service listening", "addr", lis.Addr().String(), "stage", s.cfg.StageURI)
+	return nil
+}
+
+// flightService is the metadata service's Flight face: DoPut for FILE
+// appends, DoAction for table operations. Everything else is Unimplemented.
+type flightService struct {
+	flight.BaseFlightServer
+	svc *Service
+}
+
+// firstMessage replays the already-received first message of a stream to
+// the record reader, so the descriptor is decoded before any data is read.
+type firstMessage struct {
+	first  *flight.FlightData
+	stream flight.DataStreamReader
+}
+
+func (m *firstMessage) Recv() (*flight.FlightData, error) {
+	if f := m.first; f != nil {
+		m.first = nil
+		return f, nil
+	}
+	return m.stream.Recv()
+}
+
+func (f *flightService) DoPut(stream flight.FlightService_DoPutServer) error {
+	res, err := f.doPut(stream)
+	if err != nil {
+		return statusErr(err)
+	}
+	meta, err := wire.EncodeAppendResult(res)
+	if err != nil {
+		return statusErr(err)
+	}
+	return stream.Send(&flight.PutResult{AppMetadata: meta})
+}
+
+func (f *flightService) doPut(stream flight.FlightService_DoPutServer) (*lakepb.AppendResult, error) {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: the stream ended before its first message", wire.ErrEmptyAppend)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := wire.DecodeAppendDescriptor(first.FlightDescriptor)
+	if err != nil {
+		return nil, err
+	}
+	t, err := f.svc.table(cmd.GetTable())
+	if err != nil {
+		return nil, err
+	}
+	rdr, err := flight.NewRecordReader(&firstMessage{first: first, stream: stream})
+	if errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: the stream carries no schema", wire.ErrEmptyAppend)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", wire.ErrMalformedCommand, err)
+	}
+	defer rdr.Release()
+	// Reject a wrong schema before reading any rows.
+	if err := wire.CheckAppendSchema(t.schema, rdr.Schema()); err != nil {
+		return nil, err
+	}
+	var recs []arrow.RecordBatch
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	var size int64
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		for _, col := range rec.Columns() {
+			size += arraySize(col.Data())
+		}
+		if size > f.svc.cfg.MaxAppendBytes {
+			return nil, fmt.Errorf("%w: the append exceeds %d bytes of Arrow data; split it", wire.ErrInvalidRequest, f.svc.cfg.MaxAppendBytes)
+		}
+		rec.Retain()
+		recs = append(recs, rec)
+	}
+	if err := rdr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: reading the stream: %v", wire.ErrMalformedCommand, err)
+	}
+	return f.svc.Append(ctx, cmd, recs)
+}
+
+var actionTypes = []*flight.ActionType{
+	{Type: wire.ActionCreateTable, Description: "Create a table (CreateTableRequest → TableInfo)."},
+	{Type: wire.ActionListTables, Description: "List tables (ListTablesRequest → TableList)."},
+	{Type: wire.ActionDescribeTable, Description: "Describe a table (DescribeTableRequest → TableInfo)."},
+	{Type: wire.ActionHistory, Description: "A table's versions, newest first (HistoryRequest → History)."},
+	{Type: wire.ActionSnapshot, Description: "The data files of a table version (SnapshotRequest → Snapshot)."},
+}
+
+func (f *flightService) ListActions(_ *flight.Empty, stream flight.FlightService_ListActionsServer) error {
+	for _, a := range actionTypes {
+		if err := stream.Send(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *flightService) DoAction(action *flight.Action, stream flight.FlightService_DoActionServer) error {
+	res, err := f.doAction(stream.Context(), action)
+	if err != nil {
+		return statusErr(err)
+	}
+	body, err := proto.Marshal(res)
+	if err != nil {
+		return statusErr(err)
+	}
+	return stream.Send(&flight.Result{Body: body})
+}
+
+func (f *flightService) doAction(ctx context.Context, action *flight.Action) (proto.Message, error) {
+	svc := f.svc
+	switch action.GetType() {
+	case wire.ActionCreateTable:
+		var req lakepb.CreateTableRequest
+		if err := decodeBody(action, &req); err != nil {
+			return nil, err
+		}
+		schema, err := wire.DecodeSchema(req.GetSchema())
+		if err != nil {
+			return nil, err
+		}
+		return svc.CreateTable(ctx, req.GetName(), schema, req.GetIfNotExists())
+	case wire.ActionListTables:
+		var req lakepb.ListTablesRequest
+		if err := decodeBody(action, &req); err != nil {
+			return nil, err
+		}
+		return &lakepb.TableList{Tables: svc.ListTables(ctx)}, nil
+	case wire.ActionDescribeTable:
+		var req lakepb.DescribeTableRequest
+		if err := decodeBody(action, &req); err != nil {
+			return nil, err
+		}
+		return svc.DescribeTable(ctx, req.GetName())
+	case wire.ActionHistory:
+		var req lakepb.HistoryRequest
+		if err := decodeBody(action, &req); err != nil {
+			return nil, err
+		}
+		return svc.History(ctx, req.GetName(), req.GetLimit())
+	case wire.ActionSnapshot:
+		var req lakepb.SnapshotRequest
+		if err := decodeBody(action, &req); err != nil {
+			return nil, err
+		}
+		return svc.Snapshot(ctx, req.GetName(), req.Version)
+	}
+	return nil, fmt.Errorf("%w: action %q", wire.ErrUnknownCommand, action.GetType())
+}
+
+func decodeBody(action *flight.Action, m proto.Message) error {
+	if err := proto.Unmarshal(action.GetBody(), m); err != nil {
+		return fmt.Errorf("%w: %s body: %v", wire.ErrMalformedCommand, action.GetType(), err)
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+package meta
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/wire"
+	"github.com/lakedata/lake/wire/lakepb"
+)
+
+// Stage layout of the metadata (DESIGN §2).
+const (
+	catalogPrefix = "_lake/catalog/"
+	tablesPrefix  = "_lake/tables/"
+	recordFormat  = 1
+)
+
+func catalogKey(name string) string { return catalogPrefix + name + ".json" }
+
+func logKey(tableID string, version int64) string {
+	return fmt.Sprintf("%s%s/log/%020d.json", tablesPrefix, tableID, version)
+}
+
+func newDataKey(tableID string) string {
+	return tablesPrefix + tableID + "/data/" + uuid.Must(uuid.NewV7()).String() + ".parquet"
+}
+
+// catalogEntry is _lake/catalog/<name>.json: the commit point of a table's
+// creation. Put-if-absent makes exactly one of racing creators win.
+type catalogEntry struct {
+	Format    int       `json:"format"`
+	Name      string    `json:"name"`
+	TableID   string    `json:"table_id"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// logRecord is one version of a table: _lake/tables/<id>/log/<version>.json.
+// Version 0 is the creation and carries the schema; every later version is
+// an append that adds data files.
+type logRecord struct {
+	Format      int          `json:"format"`
+	TableID     string       `json:"table_id"`
+	Version     int64        `json:"version"`
+	CommittedAt time.Time    `json:"committed_at"`
+	Name        string       `json:"name,omitempty"`   // version 0
+	Schema      []byte       `json:"schema,omitempty"` // version 0: IPC schema
+	Files       []dataFile   `json:"files,omitempty"`
+	Commits     []commitMark `json:"commits,omitempty"`
+	Rows        int64        `json:"rows"`
+}
+
+type dataFile struct {
+	Key  string `json:"key"`
+	Rows int64  `json:"rows"`
+	Size int64  `json:"size"`
+}
+
+// commitMark records an idempotency key and the rows it brought, so a
+// retried append finds its version after a restart or a leader change.
+type commitMark struct {
+	ID   string `json:"id"`
+	Rows int64  `json:"rows"`
+}
+
+func (r *logRecord) validate(tableID string, version int64) error {
+	switch {
+	case r.Format != recordFormat:
+		return fmt.Errorf("log record format %d is not supported", r.Format)
+	case r.TableID != tableID:
+		return fmt.Errorf("log record belongs to table %q, not %q", r.TableID, tableID)
+	case r.Version != version:
+		return fmt.Errorf("log record says version %d at the key of version %d", r.Version, version)
+	case version == 0 && len(r.Schema) == 0:
+		return errors.New("creation record without a schema")
+	}
+	return nil
+}
+
+func (r *logRecord) protoFiles() []*lakepb.DataFile {
+	out := make([]*lakepb.DataFile, len(r.Files))
+	for i, f := range r.Files {
+		out[i] = &lakepb.DataFile{Key: f.Key, Rows: f.Rows, Size: f.Size}
+	}
+	return out
+}
+
+func (r *logRecord) commitIDs() []string {
+	ids := make([]string, len(r.Commits))
+	for i, c := range r.Commits {
+		ids[i] = c.ID
+	}
+	return ids
+}
+
+// stageLog reads and writes the catalog and commit logs in the stage.
+type stageLog struct {
+	store objects.Store
+}
+
+// putRecord publishes a log record if its version is still free. It returns
+// objects.ErrExists when another writer (a deposed or a new leader) already
+// took the version.
+func (l stageLog) putRecord(ctx context.Context, r *logRecord) ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	return b, l.putRecordAfter(ctx, r, b, func() error { return nil })
+}
+
+// putRecordAfter publishes raw as r's log record once write (the data file
+// the record refers to) has succeeded. Where the stage can prepare objects,
+// the record is made durable while write runs, so a commit waits for one
+// fsync'd write instead of two in a row; it is published only after write
+// returns, so no visible record ever points to a missing data file.
+func (l stageLog) putRecordAfter(ctx context.Context, r *logRecord, raw []byte, write func() error) error {
+	key := logKey(r.TableID, r.Version)
+	p, ok := l.store.(objects.Preparer)
+	if !ok {
+		if err := write(); err != nil {
+			return err
+		}
+		return l.store.PutIfAbsent(ctx, key, raw)
+	}
+	var prepared objects.Prepared
+	var prepErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		prepared, prepErr = p.PrepareIfAbsent(ctx, key, raw)
+	}()
+	writeErr := write()
+	<-done
+	if prepErr != nil {
+		return errors.Join(writeErr, prepErr)
+	}
+	if writeErr != nil {
+		prepared.Discard()
+		return writeErr
+	}
+	err := prepared.Publish(ctx)
+	prepared.Discard()
+	return err
+}
+
+// readRecord returns the raw and decoded record of a version, or
+// objects.ErrNotFound when the log ends before it.
+func (l stageLog) readRecord(ctx context.Context, tableID string, version int64) ([]byte, *logRecord, error) {
+	b, err := objects.ReadAll(ctx, l.store, logKey(tableID, version))
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := decodeRecord(b, tableID, version)
+	return b, r, err
+}
+
+func decodeRecord(b []byte, tableID string, version int64) (*logRecord, error) {
+	var r logRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("meta: corrupt log record %s: %w", logKey(tableID, version), err)
+	}
+	if err := r.validate(tableID, version); err != nil {
+		return nil, fmt.Errorf("meta: bad log record %s: %w", logKey(tableID, version), err)
+	}
+	return &r, nil
+}
+
+func (l stageLog) putCatalog(ctx context.Context, e catalogEntry) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return l.store.PutIfAbsent(ctx, catalogKey(e.Name), b)
+}
+
+func (l stageLog) readCatalog(ctx context.Context, name string) (catalogEntry, error) {
+	b, err := objects.ReadAll(ctx, l.store, catalogKey(name))
+	if err != nil {
+		return catalogEntry{}, err
+	}
+	var e catalogEntry
+	if err := json.Unmarshal(b, &e); err != nil {
+		return catalogEntry{}, fmt.Errorf("meta: corrupt catalog entry %s: %w", catalogKey(name), err)
+	}
+	if e.Format != recordFormat || e.Name != name || e.TableID == "" {
+		return catalogEntry{}, fmt.Errorf("meta: bad catalog entry %s", catalogKey(name))
+	}
+	return e, nil
+}
+
+// catalogNames lists the table names in the stage catalog.
+func (l stageLog) catalogNames(ctx context.Context) ([]string, error) {
+	var names []string
+	for info, err := range l.store.List(ctx, catalogPrefix) {
+		if err != nil {
+			return nil, err
+		}
+		name, ok := strings.CutSuffix(strings.TrimPrefix(info.Key, catalogPrefix), ".json")
+		if !ok || wire.ValidateTableName(name) != nil {
+			continue // not ours; never fail a rebuild over a stray file
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
