@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+
+	"github.com/lakedata/lake/wire/lakepb"
 )
 
 // Stage kinds.
@@ -70,4 +72,17 @@ func (u StageURI) String() string {
 		return "s3://" + u.Bucket + "/" + u.Prefix
 	}
 	return ""
+}
+
+// Descriptor is what lake.discover tells clients about this stage. S3
+// region, endpoint and addressing are filled in by the S3 backend's caller.
+func (u StageURI) Descriptor() *lakepb.StageDescriptor {
+	d := &lakepb.StageDescriptor{Kind: u.Kind, RootUri: u.String()}
+	switch u.Kind {
+	case KindLocal:
+		d.LocalPath = u.Path
+	case KindS3:
+		d.Bucket, d.Prefix = u.Bucket, u.Prefix
+	}
+	return d
 }

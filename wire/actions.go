@@ -8,5 +8,5 @@ const (
 	ActionDescribeTable = "lake.table.describe" // DescribeTableRequest → TableInfo
 	ActionHistory       = "lake.table.history"  // HistoryRequest → History
 	ActionSnapshot      = "lake.table.snapshot" // SnapshotRequest → Snapshot
-	ActionDiscover      = "lake.discover"       // (empty) → StageDescriptor
+	ActionDiscover      = "lake.discover"       // DiscoverRequest → StageDescriptor
 )

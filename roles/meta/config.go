@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/wire/lakepb"
 )
 
 // Config configures a metadata service.
@@ -21,6 +22,9 @@ type Config struct {
 	// another stage is detected and rebuilt.
 	Stage    objects.Store
 	StageURI string
+	// Discover is what lake.discover answers; derived from StageURI when
+	// nil. It never holds credentials.
+	Discover *lakepb.StageDescriptor
 	// MaxAppendBytes bounds the Arrow data of one append stream, so a
 	// single client cannot exhaust the leader's memory.
 	MaxAppendBytes int64

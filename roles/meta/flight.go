@@ -131,6 +131,7 @@ var actionTypes = []*flight.ActionType{
 	{Type: wire.ActionDescribeTable, Description: "Describe a table (DescribeTableRequest → TableInfo)."},
 	{Type: wire.ActionHistory, Description: "A table's versions, newest first (HistoryRequest → History)."},
 	{Type: wire.ActionSnapshot, Description: "The data files of a table version (SnapshotRequest → Snapshot)."},
+	{Type: wire.ActionDiscover, Description: "Where clients upload file bytes (DiscoverRequest → StageDescriptor)."},
 }
 
 func (f *flightService) ListActions(_ *flight.Empty, stream flight.FlightService_ListActionsServer) error {
@@ -185,6 +186,12 @@ func (f *flightService) doAction(ctx context.Context, action *flight.Action) (pr
 			return nil, err
 		}
 		return svc.History(ctx, req.GetName(), req.GetLimit())
+	case wire.ActionDiscover:
+		var req lakepb.DiscoverRequest
+		if err := decodeBody(action, &req); err != nil {
+			return nil, err
+		}
+		return svc.cfg.Discover, nil
 	case wire.ActionSnapshot:
 		var req lakepb.SnapshotRequest
 		if err := decodeBody(action, &req); err != nil {

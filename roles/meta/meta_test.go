@@ -446,3 +446,14 @@ func TestUnknownActionAndTable(t *testing.T) {
 		t.Fatalf("snapshot of a future version: %v", err)
 	}
 }
+
+func TestDiscoverDescribesTheStageWithoutSecrets(t *testing.T) {
+	f := newFixture(t)
+	var d lakepb.StageDescriptor
+	if err := flightrpc.Action(context.Background(), f.fc, wire.ActionDiscover, &lakepb.DiscoverRequest{}, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Kind != "file" || d.LocalPath != f.stage.Dir() || d.RootUri != "file://"+f.stage.Dir() {
+		t.Fatalf("discover: %v", &d)
+	}
+}

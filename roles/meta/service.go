@@ -95,6 +95,13 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Discover == nil {
+		u, err := objects.ParseStageURI(cfg.StageURI)
+		if err != nil {
+			return nil, fmt.Errorf("meta: %w", err)
+		}
+		cfg.Discover = u.Descriptor()
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -687,6 +687,144 @@ func (x *Snapshot) GetFiles() []*DataFile {
 	return nil
 }
 
+// lake.discover: where and how to upload. Never carries credentials: a
+// client uses its own (the AWS default chain for S3).
+type DiscoverRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscoverRequest) Reset() {
+	*x = DiscoverRequest{}
+	mi := &file_wire_action_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscoverRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscoverRequest) ProtoMessage() {}
+
+func (x *DiscoverRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscoverRequest.ProtoReflect.Descriptor instead.
+func (*DiscoverRequest) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{11}
+}
+
+type StageDescriptor struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`                             // "file" or "s3"
+	RootUri       string                 `protobuf:"bytes,2,opt,name=root_uri,json=rootUri,proto3" json:"root_uri,omitempty"`        // file:///abs/dir or s3://bucket/prefix
+	Bucket        string                 `protobuf:"bytes,3,opt,name=bucket,proto3" json:"bucket,omitempty"`                         // s3
+	Prefix        string                 `protobuf:"bytes,4,opt,name=prefix,proto3" json:"prefix,omitempty"`                         // s3, no leading or trailing slash
+	Region        string                 `protobuf:"bytes,5,opt,name=region,proto3" json:"region,omitempty"`                         // s3
+	Endpoint      string                 `protobuf:"bytes,6,opt,name=endpoint,proto3" json:"endpoint,omitempty"`                     // s3: custom endpoint URL, empty for AWS
+	PathStyle     bool                   `protobuf:"varint,7,opt,name=path_style,json=pathStyle,proto3" json:"path_style,omitempty"` // s3: path-style addressing
+	LocalPath     string                 `protobuf:"bytes,8,opt,name=local_path,json=localPath,proto3" json:"local_path,omitempty"`  // file: the absolute directory
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StageDescriptor) Reset() {
+	*x = StageDescriptor{}
+	mi := &file_wire_action_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageDescriptor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageDescriptor) ProtoMessage() {}
+
+func (x *StageDescriptor) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageDescriptor.ProtoReflect.Descriptor instead.
+func (*StageDescriptor) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *StageDescriptor) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *StageDescriptor) GetRootUri() string {
+	if x != nil {
+		return x.RootUri
+	}
+	return ""
+}
+
+func (x *StageDescriptor) GetBucket() string {
+	if x != nil {
+		return x.Bucket
+	}
+	return ""
+}
+
+func (x *StageDescriptor) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *StageDescriptor) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *StageDescriptor) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *StageDescriptor) GetPathStyle() bool {
+	if x != nil {
+		return x.PathStyle
+	}
+	return false
+}
+
+func (x *StageDescriptor) GetLocalPath() string {
+	if x != nil {
+		return x.LocalPath
+	}
+	return ""
+}
+
 var File_wire_action_proto protoreflect.FileDescriptor
 
 const file_wire_action_proto_rawDesc = "" +
@@ -738,7 +876,19 @@ const file_wire_action_proto_rawDesc = "" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x03R\aversion\x12\x16\n" +
 	"\x06schema\x18\x04 \x01(\fR\x06schema\x12+\n" +
-	"\x05files\x18\x05 \x03(\v2\x15.lake.action.DataFileR\x05filesB&Z$github.com/lakedata/lake/wire/lakepbb\x06proto3"
+	"\x05files\x18\x05 \x03(\v2\x15.lake.action.DataFileR\x05files\"\x11\n" +
+	"\x0fDiscoverRequest\"\xe2\x01\n" +
+	"\x0fStageDescriptor\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x19\n" +
+	"\broot_uri\x18\x02 \x01(\tR\arootUri\x12\x16\n" +
+	"\x06bucket\x18\x03 \x01(\tR\x06bucket\x12\x16\n" +
+	"\x06prefix\x18\x04 \x01(\tR\x06prefix\x12\x16\n" +
+	"\x06region\x18\x05 \x01(\tR\x06region\x12\x1a\n" +
+	"\bendpoint\x18\x06 \x01(\tR\bendpoint\x12\x1d\n" +
+	"\n" +
+	"path_style\x18\a \x01(\bR\tpathStyle\x12\x1d\n" +
+	"\n" +
+	"local_path\x18\b \x01(\tR\tlocalPathB&Z$github.com/lakedata/lake/wire/lakepbb\x06proto3"
 
 var (
 	file_wire_action_proto_rawDescOnce sync.Once
@@ -752,7 +902,7 @@ func file_wire_action_proto_rawDescGZIP() []byte {
 	return file_wire_action_proto_rawDescData
 }
 
-var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_wire_action_proto_goTypes = []any{
 	(*CreateTableRequest)(nil),   // 0: lake.action.CreateTableRequest
 	(*TableInfo)(nil),            // 1: lake.action.TableInfo
@@ -765,6 +915,8 @@ var file_wire_action_proto_goTypes = []any{
 	(*SnapshotRequest)(nil),      // 8: lake.action.SnapshotRequest
 	(*DataFile)(nil),             // 9: lake.action.DataFile
 	(*Snapshot)(nil),             // 10: lake.action.Snapshot
+	(*DiscoverRequest)(nil),      // 11: lake.action.DiscoverRequest
+	(*StageDescriptor)(nil),      // 12: lake.action.StageDescriptor
 }
 var file_wire_action_proto_depIdxs = []int32{
 	1, // 0: lake.action.TableList.tables:type_name -> lake.action.TableInfo
@@ -790,7 +942,7 @@ func file_wire_action_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_action_proto_rawDesc), len(file_wire_action_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
