@@ -57,5 +57,8 @@ the stage, then commit one small metadata row.`,
 	return root
 }
 
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
 // errUsage marks errors in how a command was called.
 var errUsage = errors.New("usage")

@@ -8,35 +8,84 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
+	"github.com/lakedata/lake/internal/auth"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/local"
 	"github.com/lakedata/lake/roles/meta"
+	"github.com/lakedata/lake/roles/query"
+)
+
+// Default addresses (DESIGN §6).
+const (
+	defaultQueryListen = "127.0.0.1:50051"
+	defaultMetaListen  = "127.0.0.1:50052"
 )
 
 // serveOptions are the flags of `lake serve` (DESIGN §6).
 type serveOptions struct {
-	role    string
-	listen  string
-	dataDir string
-	stage   string
+	role             string
+	listen           string
+	metaListen       string
+	dataDir          string
+	stage            string
+	meta             string
+	cacheDir         string
+	tokenFile        string
+	metaTokenFile    string
+	tlsCert, tlsKey  string
+	metaTLSCA        string
+	insecureNoAuth   bool
+	memoryLimit      string
+	threads          int
+	statementTimeout time.Duration
 }
 
 func (o *serveOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&o.role, "role", "meta", "which role to run: meta")
-	f.StringVar(&o.listen, "listen", "127.0.0.1:50052", "Flight address of the role")
-	f.StringVar(&o.dataDir, "data-dir", "./lake-data", "directory for the role's local state (index, lock)")
-	f.StringVar(&o.stage, "stage", "", "managed stage: file:///abs/dir (default <data-dir>/stage)")
+	f.StringVar(&o.role, "role", "all", "which role to run: all (meta and query in one process), meta or query")
+	f.StringVar(&o.listen, "listen", "", "Flight address of the role; for all, the query address (default 127.0.0.1:50051; meta: 127.0.0.1:50052)")
+	f.StringVar(&o.metaListen, "meta-listen", defaultMetaListen, "all only: the metadata service's Flight address")
+	f.StringVar(&o.dataDir, "data-dir", "./lake-data", "directory for the role's local state (meta: index and lock; query: cache)")
+	f.StringVar(&o.stage, "stage", "", "managed stage, file:///abs/dir (default <data-dir>/stage)")
+	f.StringVar(&o.meta, "meta", defaultMetaListen, "query only: the metadata service's endpoint (host:port, grpc://, grpc+tls://)")
+	f.StringVar(&o.cacheDir, "cache-dir", "", "query: directory for the role's cache (default <data-dir>/query-cache)")
+	f.StringVar(&o.tokenFile, "token-file", "", "file of bearer tokens this server accepts, one per line (mode 0600)")
+	f.StringVar(&o.metaTokenFile, "meta-token-file", "", "query: file holding the token the query role presents to meta (default: the first of --token-file)")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "serve TLS with this certificate (PEM)")
+	f.StringVar(&o.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
+	f.StringVar(&o.metaTLSCA, "meta-tls-ca", "", "query: CA bundle to verify a grpc+tls:// meta endpoint")
+	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "allow listening on a non-loopback address without --token-file")
+	f.StringVar(&o.memoryLimit, "memory-limit", "", "query: DuckDB memory limit, e.g. 4GB (default: DuckDB's, 80% of RAM)")
+	f.IntVar(&o.threads, "threads", 0, "query: DuckDB worker threads (default: one per core)")
+	f.DurationVar(&o.statementTimeout, "statement-timeout", 5*time.Minute, "query: cancel a statement running longer than this")
 }
 
 func newServeCommand(g *globalOptions) *cobra.Command {
 	o := &serveOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run a lake service",
-		Example: `  # the metadata service on a local stage
-  lake serve --role=meta --listen 127.0.0.1:50052 --data-dir ./lake-data`,
+		Short: "Run lake: the embedded default, or one role",
+		Long: `Run lake's services.
+
+--role=all (the default) runs the metadata service and the query endpoint in
+one process, with the managed stage in <data-dir>/stage: the embedded default.
+--role=meta runs only the metadata service (schemas, appends, versions).
+--role=query runs only a stateless Flight SQL endpoint that reads the stage
+and relays FILE appends to --meta.
+
+A role refuses to listen on a non-loopback address without --token-file,
+unless --insecure-no-auth is given.`,
+		Example: `  # the embedded default: Flight SQL on 127.0.0.1:50051, data in ./lake-data
+  lake serve
+
+  # the roles as separate processes
+  lake serve --role=meta --listen 127.0.0.1:50052 --data-dir ./meta-data
+  lake serve --role=query --listen 127.0.0.1:50051 --meta 127.0.0.1:50052 --data-dir ./query-data
+
+  # with bearer tokens and TLS
+  lake serve --token-file ./tokens --tls-cert cert.pem --tls-key key.pem --listen 0.0.0.0:50051`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := g.logger()
@@ -50,29 +99,136 @@ func newServeCommand(g *globalOptions) *cobra.Command {
 	return cmd
 }
 
+// running is a started role.
+type running interface {
+	Close(ctx context.Context) error
+}
+
 func runServe(ctx context.Context, o *serveOptions, logger *slog.Logger) error {
+	listen := o.listen
 	switch o.role {
+	case "all", "query":
+		if listen == "" {
+			listen = defaultQueryListen
+		}
 	case "meta":
+		if listen == "" {
+			listen = defaultMetaListen
+		}
 	default:
-		return fmt.Errorf("%w: --role %q: want meta", errUsage, o.role)
+		return fmt.Errorf("%w: --role %q: want all, meta or query", errUsage, o.role)
 	}
-	store, uri, err := openStage(o.stage, o.dataDir, logger)
+	tokens, serverOpts, err := o.security()
 	if err != nil {
 		return err
 	}
-	cfg := meta.DefaultConfig()
-	cfg.Listen, cfg.DataDir = o.listen, o.dataDir
-	cfg.Stage, cfg.StageURI = store, uri.String()
-	cfg.Logger = logger.With("role", "meta")
-	svc, err := meta.Open(ctx, cfg)
-	if err != nil {
+	if err := auth.CheckListen(listen, len(tokens) > 0, o.insecureNoAuth); err != nil {
 		return err
+	}
+	var started []running
+	defer func() {
+		// Close in reverse order: query before the meta it talks to.
+		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for i := len(started) - 1; i >= 0; i-- {
+			if err := started[i].Close(closeCtx); err != nil {
+				logger.Error("close", "err", err)
+			}
+		}
+	}()
+	metaEndpoint := o.meta
+	if o.role == "all" || o.role == "meta" {
+		metaAddr := listen
+		var metaOpts []grpc.ServerOption
+		if o.role == "all" {
+			// The embedded meta is reached by this process only: plain
+			// gRPC on loopback, with the same tokens.
+			metaAddr = o.metaListen
+			if err := auth.CheckListen(metaAddr, len(tokens) > 0, o.insecureNoAuth); err != nil {
+				return err
+			}
+			metaOpts = auth.ServerOptions(tokens)
+		} else {
+			metaOpts = serverOpts
+		}
+		m, err := startMeta(ctx, o, metaAddr, metaOpts, logger)
+		if err != nil {
+			return err
+		}
+		started = append(started, m)
+		metaEndpoint = m.Addr().String()
+	}
+	if o.role == "all" || o.role == "query" {
+		q, err := startQuery(ctx, o, listen, metaEndpoint, tokens, serverOpts, logger)
+		if err != nil {
+			return err
+		}
+		started = append(started, q)
 	}
 	<-ctx.Done()
 	logger.Info("shutting down")
-	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return svc.Close(closeCtx)
+	return nil
+}
+
+// security loads the token file and TLS settings into server options.
+func (o *serveOptions) security() ([]string, []grpc.ServerOption, error) {
+	var tokens []string
+	if o.tokenFile != "" {
+		var err error
+		if tokens, err = auth.LoadTokens(o.tokenFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	opts := auth.ServerOptions(tokens)
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return nil, nil, fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
+	}
+	if o.tlsCert != "" {
+		creds, err := auth.ServerTLS(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, creds)
+	}
+	return tokens, opts, nil
+}
+
+func startMeta(ctx context.Context, o *serveOptions, addr string, opts []grpc.ServerOption, logger *slog.Logger) (*meta.Service, error) {
+	store, uri, err := openStage(o.stage, o.dataDir, logger)
+	if err != nil {
+		return nil, err
+	}
+	cfg := meta.DefaultConfig()
+	cfg.Listen, cfg.DataDir = addr, o.dataDir
+	cfg.Stage, cfg.StageURI = store, uri.String()
+	cfg.ServerOptions = opts
+	cfg.Logger = logger.With("role", "meta")
+	return meta.Open(ctx, cfg)
+}
+
+func startQuery(ctx context.Context, o *serveOptions, addr, metaEndpoint string, tokens []string, opts []grpc.ServerOption, logger *slog.Logger) (*query.Service, error) {
+	cfg := query.DefaultConfig()
+	cfg.Listen, cfg.Meta = addr, metaEndpoint
+	cfg.CacheDir = o.cacheDir
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = filepath.Join(o.dataDir, "query-cache")
+	}
+	cfg.MemoryLimit, cfg.Threads, cfg.StatementTimeout = o.memoryLimit, o.threads, o.statementTimeout
+	cfg.ServerOptions = opts
+	cfg.Version = version
+	cfg.Logger = logger.With("role", "query")
+	cfg.MetaDial.TLSCAFile = o.metaTLSCA
+	switch {
+	case o.metaTokenFile != "":
+		t, err := auth.LoadTokens(o.metaTokenFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.MetaDial.Token = t[0]
+	case len(tokens) > 0:
+		cfg.MetaDial.Token = tokens[0]
+	}
+	return query.Open(ctx, cfg)
 }
 
 // openStage opens the managed stage a --stage value names.

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	lakeBin = filepath.Join(dir, "lake")
-	build := exec.Command("go", "build", "-o", lakeBin, "..")
+	build := exec.Command("go", "build", "-tags", "duckdb_arrow", "-o", lakeBin, "..")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build lake:", err)

@@ -10,9 +10,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lakedata/lake/internal/auth"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -20,10 +22,48 @@ import (
 // MaxMessageBytes bounds one gRPC message in either direction.
 const MaxMessageBytes = 64 << 20
 
-// Dial connects to a Flight service at addr (host:port) without TLS.
+// Dial connects to a Flight service at addr (host:port) without TLS and
+// without a token.
 func Dial(addr string, opts ...grpc.DialOption) (flight.Client, error) {
+	return dial(addr, insecure.NewCredentials(), opts)
+}
+
+// DialOptions are the client credentials for DialEndpoint.
+type DialOptions struct {
+	// Token, when set, is sent as "authorization: Bearer <token>" on every
+	// call, over TLS or plaintext alike (plaintext is how a service on
+	// loopback is reached).
+	Token string
+	// TLSCAFile is the PEM file of the CAs trusted for a grpc+tls endpoint;
+	// "" trusts the system roots. It is not used for plaintext endpoints.
+	TLSCAFile string
+}
+
+// DialEndpoint connects to a Flight service at endpoint (grpc://host:port,
+// grpc+tcp://host:port, grpc+tls://host:port or host:port; see
+// auth.ParseEndpoint), with TLS for grpc+tls and the token of o if any.
+// extra options come last, so they may override the defaults.
+func DialEndpoint(endpoint string, o DialOptions, extra ...grpc.DialOption) (flight.Client, error) {
+	ep, err := auth.ParseEndpoint(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	creds := insecure.NewCredentials()
+	if ep.TLS {
+		if creds, err = auth.ClientTLS(o.TLSCAFile); err != nil {
+			return nil, err
+		}
+	}
+	var opts []grpc.DialOption
+	if o.Token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(auth.TokenCredentials(o.Token, false)))
+	}
+	return dial(ep.Addr, creds, append(opts, extra...))
+}
+
+func dial(addr string, creds credentials.TransportCredentials, opts []grpc.DialOption) (flight.Client, error) {
 	opts = append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 	}, opts...)
 	return flight.NewClientWithMiddleware(addr, nil, nil, opts...)

@@ -1,0 +1,143 @@
+package query
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/wire"
+	"github.com/lakedata/lake/wire/lakepb"
+)
+
+// catalog keeps one DuckDB view per lake table, pointing at the Parquet
+// files of the table's latest version.
+type catalog struct {
+	meta      flight.Client
+	eng       *engine
+	stage     *lakepb.StageDescriptor
+	emptyDir  string // holds one empty Parquet file per table schema
+	mu        sync.Mutex
+	versions  map[string]tableView // name → what its view shows now
+	refreshes int64                // views (re)defined; for tests
+}
+
+type tableView struct {
+	id      string
+	version int64
+}
+
+// refresh asks the metadata service for the tables and their versions and
+// redefines the views of tables that changed. It returns the table list.
+func (c *catalog) refresh(ctx context.Context) ([]*lakepb.TableInfo, error) {
+	var list lakepb.TableList
+	if err := flightrpc.Action(ctx, c.meta, wire.ActionListTables, &lakepb.ListTablesRequest{}, &list); err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range list.Tables {
+		if v, ok := c.versions[t.Name]; ok && v.id == t.Id && v.version == t.Version {
+			continue
+		}
+		if err := c.define(ctx, t); err != nil {
+			return nil, err
+		}
+	}
+	return list.Tables, nil
+}
+
+// define (re)creates the view of t at t.Version.
+func (c *catalog) define(ctx context.Context, t *lakepb.TableInfo) error {
+	var snap lakepb.Snapshot
+	req := &lakepb.SnapshotRequest{Name: t.Name, Version: &t.Version}
+	if err := flightrpc.Action(ctx, c.meta, wire.ActionSnapshot, req, &snap); err != nil {
+		return fmt.Errorf("snapshot of %s: %w", t.Name, err)
+	}
+	paths := make([]string, 0, len(snap.Files))
+	for _, f := range snap.Files {
+		p, err := c.dataPath(f.Key)
+		if err != nil {
+			return err
+		}
+		paths = append(paths, sqlString(p))
+	}
+	if len(paths) == 0 {
+		// read_parquet needs a file to learn the columns from: an empty
+		// table reads an empty file of its schema.
+		p, err := c.emptyFile(t)
+		if err != nil {
+			return err
+		}
+		paths = append(paths, sqlString(p))
+	}
+	stmt := fmt.Sprintf("CREATE OR REPLACE VIEW %s AS SELECT * FROM read_parquet([%s])", sqlIdent(t.Name), strings.Join(paths, ", "))
+	if err := c.eng.exec(ctx, stmt); err != nil {
+		return fmt.Errorf("define view %s: %w", t.Name, err)
+	}
+	c.versions[t.Name] = tableView{id: t.Id, version: snap.Version}
+	c.refreshes++
+	return nil
+}
+
+// dataPath is where DuckDB reads a data file of the stage.
+func (c *catalog) dataPath(key string) (string, error) {
+	if err := wire.ValidateKey(key); err != nil {
+		return "", err
+	}
+	switch c.stage.GetKind() {
+	case "file":
+		return filepath.Join(c.stage.GetLocalPath(), filepath.FromSlash(key)), nil
+	}
+	return "", fmt.Errorf("%w: %s stages", errUnsupported, c.stage.GetKind())
+}
+
+// emptyFile writes (once) an empty Parquet file with t's schema.
+func (c *catalog) emptyFile(t *lakepb.TableInfo) (string, error) {
+	path := filepath.Join(c.emptyDir, t.Id+".parquet")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	schema, err := wire.DecodeSchema(t.Schema)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	w, err := pqarrow.NewFileWriter(schema, &buf, parquet.NewWriterProperties(), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		return "", err
+	}
+	if err := w.Close(); err != nil {
+		return "", err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp, path)
+}
+
+// tableSchemas returns the declared Arrow schema of each table.
+func tableSchemas(tables []*lakepb.TableInfo) (map[string]*arrow.Schema, error) {
+	out := make(map[string]*arrow.Schema, len(tables))
+	var errs []error
+	for _, t := range tables {
+		s, err := wire.DecodeSchema(t.Schema)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("table %s: %w", t.Name, err))
+			continue
+		}
+		out[t.Name] = s
+	}
+	return out, errors.Join(errs...)
+}

@@ -1,0 +1,68 @@
+package query
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/lakedata/lake/internal/flightrpc"
+)
+
+// Config configures a query service.
+type Config struct {
+	// Listen is the Flight SQL address ("127.0.0.1:0" picks a port).
+	Listen string
+	// Meta is the metadata service's endpoint (host:port, grpc://…,
+	// grpc+tls://…).
+	Meta string
+	// MetaDial holds the token and CA the query role uses towards meta.
+	MetaDial flightrpc.DialOptions
+	// CacheDir holds the role's own files (empty-table Parquet files; later
+	// the cache of an S3 stage's data files). DuckDB may read it.
+	CacheDir string
+	// MemoryLimit is DuckDB's memory_limit ("" = DuckDB's default, 80% of RAM).
+	MemoryLimit string
+	// Threads is DuckDB's thread count (0 = one per core).
+	Threads int
+	// StatementTimeout bounds one statement's run time.
+	StatementTimeout time.Duration
+	// ServerOptions are extra gRPC server options (TLS, auth).
+	ServerOptions []grpc.ServerOption
+	// Version is reported through GetSqlInfo.
+	Version string
+	Logger  *slog.Logger
+}
+
+// DefaultConfig returns a Config with every tunable at its default.
+func DefaultConfig() Config {
+	return Config{
+		Listen:           "127.0.0.1:50051",
+		Meta:             "127.0.0.1:50052",
+		StatementTimeout: 5 * time.Minute,
+		Version:          "dev",
+	}
+}
+
+// Validate returns every field error at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Listen == "" {
+		errs = append(errs, errors.New("query: Listen is required"))
+	}
+	if c.Meta == "" {
+		errs = append(errs, errors.New("query: Meta is required"))
+	}
+	if c.CacheDir == "" {
+		errs = append(errs, errors.New("query: CacheDir is required"))
+	}
+	if c.StatementTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("query: StatementTimeout must be positive, got %v", c.StatementTimeout))
+	}
+	if c.Threads < 0 {
+		errs = append(errs, fmt.Errorf("query: Threads must not be negative, got %d", c.Threads))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,222 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
+	flightgen "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
+	"google.golang.org/grpc"
+
+	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/wire"
+	"github.com/lakedata/lake/wire/lakepb"
+)
+
+// Service is a query node.
+type Service struct {
+	cfg   Config
+	log   *slog.Logger
+	meta  flight.Client
+	stage *lakepb.StageDescriptor
+	eng   *engine
+	cat   *catalog
+
+	lis  net.Listener
+	grpc *grpc.Server
+}
+
+// Open connects to the metadata service, learns the stage from it, starts
+// the locked-down engine and serves Flight SQL on cfg.Listen.
+func Open(ctx context.Context, cfg Config) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if errNoArrow != nil {
+		return nil, fmt.Errorf("query: %w", errNoArrow)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{cfg: cfg, log: logger}
+	var err error
+	if s.meta, err = flightrpc.DialEndpoint(cfg.Meta, cfg.MetaDial); err != nil {
+		return nil, fmt.Errorf("query: connect to meta %s: %w", cfg.Meta, err)
+	}
+	if s.stage, err = s.discover(ctx); err != nil {
+		s.meta.Close()
+		return nil, err
+	}
+	emptyDir := filepath.Join(cfg.CacheDir, "empty")
+	if err := os.MkdirAll(emptyDir, 0o755); err != nil {
+		s.meta.Close()
+		return nil, fmt.Errorf("query: cache dir: %w", err)
+	}
+	allowed := []string{cfg.CacheDir}
+	if s.stage.GetKind() == "file" {
+		// Table data only: SQL can never read the file objects themselves.
+		allowed = append(allowed, filepath.Join(s.stage.GetLocalPath(), "_lake", "tables"))
+	}
+	for i, d := range allowed {
+		if allowed[i], err = filepath.Abs(d); err != nil {
+			s.meta.Close()
+			return nil, err
+		}
+	}
+	s.eng, err = openEngine(ctx, engineConfig{
+		allowedDirs: allowed, memoryLimit: cfg.MemoryLimit, threads: cfg.Threads, timeout: cfg.StatementTimeout,
+	})
+	if err != nil {
+		s.meta.Close()
+		return nil, err
+	}
+	s.cat = &catalog{meta: s.meta, eng: s.eng, stage: s.stage, emptyDir: emptyDir, versions: map[string]tableView{}}
+	if err := s.serve(); err != nil {
+		s.Close(context.Background())
+		return nil, err
+	}
+	return s, nil
+}
+
+// discover asks meta for the stage, retrying while meta is not up yet so
+// the roles can start in any order.
+func (s *Service) discover(ctx context.Context) (*lakepb.StageDescriptor, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		var d lakepb.StageDescriptor
+		err := flightrpc.Action(ctx, s.meta, wire.ActionDiscover, &lakepb.DiscoverRequest{}, &d)
+		if err == nil {
+			return &d, nil
+		}
+		s.log.Warn("waiting for the metadata service", "meta", s.cfg.Meta, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("query: metadata service %s did not answer: %w", s.cfg.Meta, err)
+		case <-time.After(delay):
+		}
+	}
+}
+
+func (s *Service) serve() error {
+	lis, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("query: listen on %s: %w", s.cfg.Listen, err)
+	}
+	sqlSrv, err := newSQLServer(s, s.cfg.Version)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	opts := append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(flightrpc.MaxMessageBytes), grpc.MaxSendMsgSize(flightrpc.MaxMessageBytes),
+	}, s.cfg.ServerOptions...)
+	s.lis, s.grpc = lis, grpc.NewServer(opts...)
+	flightgen.RegisterFlightServiceServer(s.grpc, &endpoint{FlightServer: flightsql.NewFlightServer(sqlSrv), svc: s})
+	go func() {
+		if err := s.grpc.Serve(lis); err != nil {
+			s.log.Error("flight server stopped", "err", err)
+		}
+	}()
+	s.log.Info("query service listening", "addr", lis.Addr().String(), "meta", s.cfg.Meta, "stage", s.stage.GetRootUri())
+	return nil
+}
+
+// Addr is the address the Flight SQL server listens on.
+func (s *Service) Addr() net.Addr { return s.lis.Addr() }
+
+// Close stops serving and releases the engine.
+func (s *Service) Close(ctx context.Context) error {
+	if s.grpc != nil {
+		stopped := make(chan struct{})
+		go func() { s.grpc.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			s.grpc.Stop()
+			<-stopped
+		}
+	}
+	var errs []error
+	if s.eng != nil {
+		errs = append(errs, s.eng.close())
+	}
+	errs = append(errs, s.meta.Close())
+	return errors.Join(errs...)
+}
+
+// validate checks q after bringing the views up to date (the statement
+// must bind against the current tables).
+func (s *Service) validate(ctx context.Context, q string) error {
+	if err := checkQueryText(q); err != nil {
+		return err
+	}
+	if _, err := s.cat.refresh(ctx); err != nil {
+		return err
+	}
+	return s.eng.check(ctx, q)
+}
+
+// resultSchema returns the schema q would produce, without running it.
+func (s *Service) resultSchema(ctx context.Context, q string) (*arrow.Schema, error) {
+	if err := s.validate(ctx, q); err != nil {
+		return nil, err
+	}
+	res, err := s.eng.query(ctx, limitZero(q))
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	schema, _ := fileSchema(res.Schema())
+	return schema, nil
+}
+
+// run executes q on fresh views and streams its result.
+func (s *Service) run(ctx context.Context, q string) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	if err := checkQueryText(q); err != nil {
+		return nil, nil, err
+	}
+	if _, err := s.cat.refresh(ctx); err != nil {
+		return nil, nil, err
+	}
+	res, err := s.eng.query(ctx, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	schema, changed := fileSchema(res.Schema())
+	ch := make(chan flight.StreamChunk, 2)
+	go func() {
+		defer close(ch)
+		defer res.Close()
+		for res.Next() {
+			rec := res.RecordBatch()
+			if changed != nil {
+				rec = fileRecord(schema, changed, rec)
+			} else {
+				rec.Retain() // the stream releases what it sends
+			}
+			select {
+			case ch <- flight.StreamChunk{Data: rec}:
+			case <-ctx.Done():
+				rec.Release()
+				return
+			}
+		}
+		if err := res.Err(); err != nil {
+			select {
+			case ch <- flight.StreamChunk{Err: statusErr(fmt.Errorf("%w: %v", errSQL, err))}:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	return schema, ch, nil
+}
