@@ -136,4 +136,3 @@ func (e *endpoint) ListActions(in *flight.Empty, stream flight.FlightService_Lis
 	}
 	return e.FlightServer.ListActions(in, stream)
 }
-

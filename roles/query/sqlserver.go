@@ -302,4 +302,3 @@ func likeMatch(pattern *string, s string) bool {
 	ok, err := regexp.MatchString(re.String(), s)
 	return err == nil && ok
 }
-
