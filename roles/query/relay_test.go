@@ -1,0 +1,177 @@
+//go:build duckdb_arrow
+
+package query_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/wire"
+	"github.com/lakedata/lake/wire/lakepb"
+)
+
+// countingProxy forwards TCP connections to target and counts the bytes
+// clients send through it.
+type countingProxy struct {
+	lis  net.Listener
+	sent atomic.Int64
+	wg   sync.WaitGroup
+}
+
+// countWriter counts as it writes, so a live connection is counted too.
+type countWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func newCountingProxy(t *testing.T, target string) *countingProxy {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &countingProxy{lis: lis}
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.wg.Add(2)
+			go func() {
+				defer p.wg.Done()
+				io.Copy(countWriter{up, &p.sent}, c)
+				up.Close()
+			}()
+			go func() {
+				defer p.wg.Done()
+				io.Copy(c, up)
+				c.Close()
+			}()
+		}
+	}()
+	t.Cleanup(func() { lis.Close(); p.wg.Wait() })
+	return p
+}
+
+// The bytes of a file go to the stage; only its metadata row travels
+// through the query endpoint, which relays it to meta without decoding it.
+func TestFileAppendIsForwardedWithoutPayloadProxying(t *testing.T) {
+	l := newLake(t)
+	l.createTable("clips", wire.DefaultSchema())
+	proxy := newCountingProxy(t, l.query.Addr().String())
+	fc, err := flightrpc.Dial(proxy.lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+
+	const size = 8 << 20
+	content := make([]byte, size)
+	rand.Read(content)
+	ctx := context.Background()
+	key := objects.NewObjectKey("big.bin", time.Now())
+	// Straight to the stage, as a client does.
+	if _, err := l.stage.Put(ctx, key, bytes.NewReader(content), objects.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(content)
+	v := wire.FileValue{Key: key, Size: size, SHA256: hex.EncodeToString(sum[:])}
+	rec := oneFileRow("big.bin", v)
+	defer rec.Release()
+	before := proxy.sent.Load()
+	res, err := flightrpc.Append(ctx, fc, &lakepb.Append{Table: "clips", CommitId: "big-1"}, rec.Schema(), []arrow.RecordBatch{rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := proxy.sent.Load() - before
+	if res.Version != 1 || res.Rows != 1 {
+		t.Fatalf("append result %v", res)
+	}
+	if sent > 64<<10 {
+		t.Fatalf("%d bytes went through the query endpoint for a %d-byte file", sent, size)
+	}
+	// The relay kept meta's answer intact: a retry is a duplicate.
+	again, err := flightrpc.Append(ctx, fc, &lakepb.Append{Table: "clips", CommitId: "big-1"}, rec.Schema(), []arrow.RecordBatch{rec})
+	if err != nil || !again.Duplicate || again.Version != 1 {
+		t.Fatalf("retry through the relay: %v %v", again, err)
+	}
+	_, recs, err := l.sqlQuery("SELECT file.sha256 AS sha FROM clips")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rowCount(recs) != 1 || recs[0].Column(0).(*array.String).Value(0) != v.SHA256 {
+		t.Fatalf("row after relay: %v", recs)
+	}
+	t.Logf("%d bytes through the query endpoint for an append of a %d-byte file", sent, size)
+}
+
+func oneFileRow(name string, v wire.FileValue) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, wire.DefaultSchema())
+	defer b.Release()
+	b.Field(0).(*array.StringBuilder).Append(name)
+	wire.AppendFileValue(b.Field(1).(*array.StructBuilder), v)
+	b.Field(2).(*array.TimestampBuilder).Append(arrow.Timestamp(time.Now().UnixMicro()))
+	return b.NewRecordBatch()
+}
+
+// The relay passes meta's status codes back unchanged.
+func TestRelayKeepsMetaErrors(t *testing.T) {
+	l := newLake(t)
+	l.createTable("clips", wire.DefaultSchema())
+	ctx := context.Background()
+	good, _ := l.putFile("clips", "ok.mp4", []byte("ok"))
+	cases := []struct {
+		name  string
+		table string
+		v     wire.FileValue
+		code  codes.Code
+	}{
+		{"unknown table", "nope", good, codes.NotFound},
+		{"key outside objects/", "clips", wire.FileValue{Key: "_lake/catalog/clips.json", Size: 1, SHA256: good.SHA256}, codes.InvalidArgument},
+		{"missing object", "clips", wire.FileValue{Key: "objects/none/x", Size: 1, SHA256: good.SHA256}, codes.FailedPrecondition},
+		{"wrong size", "clips", wire.FileValue{Key: good.Key, Size: good.Size + 1, SHA256: good.SHA256}, codes.FailedPrecondition},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := oneFileRow("x", c.v)
+			defer rec.Release()
+			_, err := flightrpc.Append(ctx, l.fc, &lakepb.Append{Table: c.table}, rec.Schema(), []arrow.RecordBatch{rec})
+			if status.Code(err) != c.code {
+				t.Fatalf("got %v, want %s", err, c.code)
+			}
+		})
+	}
+	_, recs, err := l.sqlQuery("SELECT * FROM clips")
+	if err != nil || rowCount(recs) != 1 {
+		t.Fatalf("rows after refused appends: %d, %v", rowCount(recs), err)
+	}
+}
