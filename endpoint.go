@@ -45,6 +45,7 @@ func (o *endpointOptions) connect(ctx context.Context, g *globalOptions) (*clien
 
 // endpointHelp is appended to the Long help of client commands.
 const endpointHelp = `
+
 The endpoint comes from --endpoint, else $LAKE_ENDPOINT, else
 grpc://127.0.0.1:50051; a bearer token, if the service wants one, from
 $LAKE_TOKEN.`

@@ -54,6 +54,10 @@ the stage, then commit one small metadata row.`,
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.AddCommand(newServeCommand(g))
+	root.AddCommand(newPutCommand(g))
+	root.AddCommand(newSQLCommand(g))
+	root.AddCommand(newTableCommand(g))
+	root.AddCommand(newGetCommand(g))
 	return root
 }
 

@@ -39,21 +39,30 @@ func TestMain(m *testing.M) {
 
 // proc is a running lake process whose stderr is kept for failures.
 type proc struct {
-	t       *testing.T
-	cmd     *exec.Cmd
-	mu      sync.Mutex
-	logs    strings.Builder
-	addr    chan string
-	address string
-	done    chan struct{}
+	t         *testing.T
+	cmd       *exec.Cmd
+	mu        sync.Mutex
+	logs      strings.Builder
+	addr      chan string
+	address   string
+	readyRole string
+	roles     map[string]string // role → listen address
+	done      chan struct{}
 }
 
-var listenLine = regexp.MustCompile(`msg="[^"]*listening" .*addr=(\S+)`)
+var listenLine = regexp.MustCompile(`msg="[^"]*listening" role=(\S+) addr=(\S+)`)
 
-// startLake runs `lake args...` and waits until it logs its listen address.
+// startLake runs `lake args...` and waits until its last role logs its
+// listen address: query for --role=all and --role=query, else meta.
 func startLake(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, cmd: exec.Command(lakeBin, args...), addr: make(chan string, 1), done: make(chan struct{})}
+	p := &proc{t: t, cmd: exec.Command(lakeBin, args...), addr: make(chan string, 1), done: make(chan struct{}),
+		readyRole: "query", roles: map[string]string{}}
+	for _, a := range args {
+		if a == "--role=meta" {
+			p.readyRole = "meta"
+		}
+	}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -88,14 +97,27 @@ func (p *proc) scan(r io.Reader) {
 		p.logs.WriteString(line + "\n")
 		p.mu.Unlock()
 		if m := listenLine.FindStringSubmatch(line); m != nil && !sent {
-			p.addr <- m[1]
-			sent = true
+			p.mu.Lock()
+			p.roles[m[1]] = m[2]
+			_, ready := p.roles[p.readyRole]
+			p.mu.Unlock()
+			if ready {
+				p.addr <- p.roles[p.readyRole]
+				sent = true
+			}
 		}
 	}
 }
 
-// Addr is the listen address the process reported.
+// Addr is the listen address of the role the process was started for.
 func (p *proc) Addr() string { return p.address }
+
+// RoleAddr is the listen address a role of the process reported.
+func (p *proc) RoleAddr(role string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.roles[role]
+}
 
 func (p *proc) output() string {
 	p.mu.Lock()
