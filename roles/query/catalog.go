@@ -3,14 +3,12 @@ package query
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -125,19 +123,4 @@ func (c *catalog) emptyFile(t *lakepb.TableInfo) (string, error) {
 		return "", err
 	}
 	return path, os.Rename(tmp, path)
-}
-
-// tableSchemas returns the declared Arrow schema of each table.
-func tableSchemas(tables []*lakepb.TableInfo) (map[string]*arrow.Schema, error) {
-	out := make(map[string]*arrow.Schema, len(tables))
-	var errs []error
-	for _, t := range tables {
-		s, err := wire.DecodeSchema(t.Schema)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("table %s: %w", t.Name, err))
-			continue
-		}
-		out[t.Name] = s
-	}
-	return out, errors.Join(errs...)
 }

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/duckdb/duckdb-go/v2"
 )
@@ -87,28 +89,75 @@ func sqlIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) +
 
 // checkReadOnly prepares query with the non-context Prepare, which refuses
 // more than one statement (PrepareContext would run all but the last!),
-// and accepts only what DuckDB types as SELECT.
-func checkReadOnly(conn *duckdb.Conn, query string) error {
+// and accepts only what DuckDB types as SELECT. It returns the names of
+// the result columns.
+func checkReadOnly(conn *duckdb.Conn, query string) ([]string, error) {
 	stmt, err := conn.Prepare(query)
 	if err != nil {
 		if strings.Contains(err.Error(), "PrepareContext") || strings.Contains(err.Error(), "multiple") {
-			return fmt.Errorf("%w: the text holds more than one statement", ErrNotReadOnly)
+			return nil, fmt.Errorf("%w: the text holds more than one statement", ErrNotReadOnly)
 		}
-		return fmt.Errorf("%w: %v", errSQL, err)
+		// Preparing binds, so "INSERT INTO clips …" fails on the view
+		// before its type is known; say what the user needs to hear.
+		if kw := leadingKeyword(query); writeKeywords[kw] {
+			return nil, fmt.Errorf("%w: this is a statement of type %s", ErrNotReadOnly, kw)
+		}
+		return nil, fmt.Errorf("%w: %v", errSQL, err)
 	}
 	defer stmt.Close()
 	ds := stmt.(*duckdb.Stmt)
 	t, err := ds.StatementType()
 	if err != nil {
-		return fmt.Errorf("%w: %v", errSQL, err)
+		return nil, fmt.Errorf("%w: %v", errSQL, err)
 	}
 	if t != duckdb.STATEMENT_TYPE_SELECT {
-		return fmt.Errorf("%w: this is a %s statement", ErrNotReadOnly, stmtTypeName(t))
+		return nil, fmt.Errorf("%w: this is a statement of type %s", ErrNotReadOnly, stmtTypeName(t))
 	}
 	if ds.NumInput() > 0 {
-		return fmt.Errorf("%w: statement parameters are not supported", errUnsupported)
+		return nil, fmt.Errorf("%w: statement parameters are not supported", errUnsupported)
 	}
-	return nil
+	n, err := ds.ColumnCount()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errSQL, err)
+	}
+	names := make([]string, n)
+	for i := range names {
+		if names[i], err = ds.ColumnName(i); err != nil {
+			return nil, fmt.Errorf("%w: %v", errSQL, err)
+		}
+	}
+	return names, nil
+}
+
+// writeKeywords begin statements that are never a SELECT. They only
+// word the error of a statement DuckDB could not prepare; the check
+// itself is DuckDB's statement type.
+var writeKeywords = map[string]bool{
+	"INSERT": true, "UPDATE": true, "DELETE": true, "MERGE": true, "TRUNCATE": true,
+	"CREATE": true, "DROP": true, "ALTER": true, "COPY": true, "EXPORT": true, "IMPORT": true,
+	"ATTACH": true, "DETACH": true, "INSTALL": true, "LOAD": true, "FORCE": true, "SET": true,
+	"RESET": true, "PRAGMA": true, "CALL": true, "CHECKPOINT": true, "VACUUM": true,
+	"BEGIN": true, "START": true, "COMMIT": true, "ROLLBACK": true, "ABORT": true, "USE": true,
+}
+
+// leadingKeyword returns the first word of q in upper case, skipping
+// white space and comments.
+func leadingKeyword(q string) string {
+	for {
+		q = strings.TrimLeft(q, " \t\r\n(")
+		switch {
+		case strings.HasPrefix(q, "--"):
+			_, q, _ = strings.Cut(q, "\n")
+		case strings.HasPrefix(q, "/*"):
+			_, q, _ = strings.Cut(q, "*/")
+		default:
+			end := strings.IndexFunc(q, func(r rune) bool { return !unicode.IsLetter(r) })
+			if end < 0 {
+				end = len(q)
+			}
+			return strings.ToUpper(q[:end])
+		}
+	}
 }
 
 var (
@@ -126,6 +175,7 @@ func stmtTypeName(t duckdb.StmtType) string {
 		duckdb.STATEMENT_TYPE_LOAD: "LOAD/INSTALL", duckdb.STATEMENT_TYPE_EXPORT: "EXPORT",
 		duckdb.STATEMENT_TYPE_ALTER: "ALTER", duckdb.STATEMENT_TYPE_TRANSACTION: "transaction",
 		duckdb.STATEMENT_TYPE_EXPLAIN: "EXPLAIN", duckdb.STATEMENT_TYPE_CALL: "CALL",
+		duckdb.STATEMENT_TYPE_VACUUM: "VACUUM", duckdb.STATEMENT_TYPE_ANALYZE: "ANALYZE",
 	}
 	if n, ok := names[t]; ok {
 		return n
@@ -136,8 +186,32 @@ func stmtTypeName(t duckdb.StmtType) string {
 // result is a running query: a RecordReader and the connection it holds.
 type result struct {
 	array.RecordReader
-	conn   *sql.Conn
-	cancel context.CancelFunc
+	conn    *sql.Conn
+	ctx     context.Context // the statement's, bounded by the timeout
+	timeout time.Duration
+	cancel  context.CancelFunc
+}
+
+// Err is the reader's error, saying so when the statement was stopped.
+func (r *result) Err() error {
+	err := r.RecordReader.Err()
+	if err == nil {
+		return nil
+	}
+	return stopped(r.ctx, r.timeout, fmt.Errorf("%w: %v", errSQL, err))
+}
+
+// stopped explains err when ctx has ended: DuckDB reports an interrupt,
+// but the client needs DeadlineExceeded (the statement timeout or the
+// call's deadline) or Canceled. Other errors pass unchanged.
+func stopped(ctx context.Context, timeout time.Duration, err error) error {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("statement stopped at its deadline (statement timeout %v): %w", timeout, context.DeadlineExceeded)
+	case ctx.Err() != nil:
+		return fmt.Errorf("statement stopped: %w", ctx.Err())
+	}
+	return err
 }
 
 // Close releases the reader, the connection and the statement timeout.
@@ -163,7 +237,7 @@ func (e *engine) query(ctx context.Context, q string) (*result, error) {
 		if !ok {
 			return fmt.Errorf("query: unexpected driver connection %T", dc)
 		}
-		if err := checkReadOnly(dconn, q); err != nil {
+		if _, err := checkReadOnly(dconn, q); err != nil {
 			return err
 		}
 		var err error
@@ -171,34 +245,61 @@ func (e *engine) query(ctx context.Context, q string) (*result, error) {
 		return err
 	})
 	if err != nil {
+		err = stopped(ctx, e.timeout, err)
 		cancel()
 		conn.Close()
 		return nil, err
 	}
-	return &result{RecordReader: rdr, conn: conn, cancel: cancel}, nil
+	return &result{RecordReader: rdr, conn: conn, ctx: ctx, timeout: e.timeout, cancel: cancel}, nil
 }
 
-// check runs only the read-only check of q.
-func (e *engine) check(ctx context.Context, q string) error {
+// check runs only the read-only check of q and returns the names of its
+// result columns.
+func (e *engine) check(ctx context.Context, q string) ([]string, error) {
 	conn, err := e.db.Conn(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer conn.Close()
-	return conn.Raw(func(dc any) error {
+	var names []string
+	err = conn.Raw(func(dc any) error {
 		dconn, ok := dc.(*duckdb.Conn)
 		if !ok {
 			return fmt.Errorf("query: unexpected driver connection %T", dc)
 		}
-		return checkReadOnly(dconn, q)
+		names, err = checkReadOnly(dconn, q)
+		return err
 	})
+	return names, err
+}
+
+// schema returns the Arrow schema of the checked SELECT q (whose result
+// columns are named names) without running it. DuckDB's Arrow interface
+// needs a result, so a LIMIT 0 probe yields the types; the names are q's
+// own, since the probe's SELECT * renames duplicates (a, a → a, a_1).
+func (e *engine) schema(ctx context.Context, q string, names []string) (*arrow.Schema, error) {
+	res, err := e.query(ctx, limitZero(q))
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	s := res.Schema()
+	if s.NumFields() != len(names) {
+		return nil, fmt.Errorf("query: schema probe of %d columns for a statement of %d", s.NumFields(), len(names))
+	}
+	fields := s.Fields()
+	for i := range fields {
+		fields[i].Name = names[i]
+	}
+	md := s.Metadata()
+	return arrow.NewSchema(fields, &md), nil
 }
 
 // limitZero wraps a checked SELECT so that it yields its schema and no
-// rows. The newlines keep a trailing line comment from eating the ")".
+// rows. DuckDB's query() parses q on its own, so trailing semicolons and
+// comments ("SELECT 1; -- x") cannot break the wrapping.
 func limitZero(q string) string {
-	q = strings.TrimRight(strings.TrimSpace(q), ";")
-	return "SELECT * FROM (\n" + q + "\n) AS lake_schema_probe LIMIT 0"
+	return "SELECT * FROM query(" + sqlString(q) + ") LIMIT 0"
 }
 
 // exec runs a trusted statement of the role itself (view definitions).

@@ -40,6 +40,13 @@ type lakeFixture struct {
 
 func newLake(t testing.TB) *lakeFixture {
 	t.Helper()
+	return newLakeWith(t, nil)
+}
+
+// newLakeWith is newLake with the query service's Config adjusted by tune
+// (nil leaves the defaults).
+func newLakeWith(t testing.TB, tune func(*query.Config)) *lakeFixture {
+	t.Helper()
 	root := t.TempDir()
 	stage, err := local.Open(filepath.Join(root, "stage"), nil)
 	if err != nil {
@@ -56,6 +63,9 @@ func newLake(t testing.TB) *lakeFixture {
 	t.Cleanup(func() { m.Close(context.Background()) })
 	qcfg := query.DefaultConfig()
 	qcfg.Listen, qcfg.Meta, qcfg.CacheDir = "127.0.0.1:0", m.Addr().String(), filepath.Join(root, "cache")
+	if tune != nil {
+		tune(&qcfg)
+	}
 	q, err := query.Open(context.Background(), qcfg)
 	if err != nil {
 		t.Fatal(err)

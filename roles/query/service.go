@@ -157,26 +157,32 @@ func (s *Service) Close(ctx context.Context) error {
 // validate checks q after bringing the views up to date (the statement
 // must bind against the current tables).
 func (s *Service) validate(ctx context.Context, q string) error {
+	_, err := s.columns(ctx, q)
+	return err
+}
+
+// columns is validate returning the names of q's result columns.
+func (s *Service) columns(ctx context.Context, q string) ([]string, error) {
 	if err := checkQueryText(q); err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := s.cat.refresh(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	return s.eng.check(ctx, q)
 }
 
 // resultSchema returns the schema q would produce, without running it.
 func (s *Service) resultSchema(ctx context.Context, q string) (*arrow.Schema, error) {
-	if err := s.validate(ctx, q); err != nil {
-		return nil, err
-	}
-	res, err := s.eng.query(ctx, limitZero(q))
+	names, err := s.columns(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	defer res.Close()
-	schema, _ := fileSchema(res.Schema())
+	schema, err := s.eng.schema(ctx, q, names)
+	if err != nil {
+		return nil, err
+	}
+	schema, _ = fileSchema(schema)
 	return schema, nil
 }
 
@@ -213,7 +219,7 @@ func (s *Service) run(ctx context.Context, q string) (*arrow.Schema, <-chan flig
 		}
 		if err := res.Err(); err != nil {
 			select {
-			case ch <- flight.StreamChunk{Err: statusErr(fmt.Errorf("%w: %v", errSQL, err))}:
+			case ch <- flight.StreamChunk{Err: statusErr(err)}:
 			case <-ctx.Done():
 			}
 		}

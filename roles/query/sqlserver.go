@@ -278,7 +278,9 @@ func (s *sqlServer) DoGetTableTypes(context.Context) (*arrow.Schema, <-chan flig
 	return schema_ref.TableTypes, oneBatch(array.NewRecordBatch(schema_ref.TableTypes, []arrow.Array{col}, 1)), nil
 }
 
-func catalogMatches(c *string) bool { return c == nil || *c == "" || *c == catalogName }
+// catalogMatches applies a Flight SQL catalog filter: nil matches all, ""
+// means "tables without a catalog", of which lake has none.
+func catalogMatches(c *string) bool { return c == nil || *c == catalogName }
 
 // likeMatch applies a Flight SQL filter pattern (SQL LIKE: % and _) to s;
 // nil matches everything.

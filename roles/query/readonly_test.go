@@ -1,0 +1,373 @@
+//go:build duckdb_arrow
+
+package query_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/lakedata/lake/wire"
+)
+
+// lakeState is what a refused statement must leave untouched.
+type lakeState struct {
+	clips, tables, views, databases, sequences int64
+	locked, externalAccess, allowedDirs        string
+	stage                                      string // every file of the stage, with its size
+}
+
+func (l *lakeFixture) state(t *testing.T) lakeState {
+	t.Helper()
+	var s lakeState
+	ints := []struct {
+		q   string
+		dst *int64
+	}{
+		{"SELECT count(*) FROM clips", &s.clips},
+		{"SELECT count(*) FROM duckdb_tables()", &s.tables},
+		{"SELECT count(*) FROM duckdb_views()", &s.views},
+		{"SELECT count(*) FROM duckdb_databases()", &s.databases},
+		{"SELECT count(*) FROM duckdb_sequences()", &s.sequences},
+	}
+	for _, c := range ints {
+		*c.dst = l.scalar(t, c.q).(int64)
+	}
+	s.locked = fmt.Sprint(l.scalar(t, "SELECT current_setting('lock_configuration')::VARCHAR"))
+	s.externalAccess = fmt.Sprint(l.scalar(t, "SELECT current_setting('enable_external_access')::VARCHAR"))
+	s.allowedDirs = fmt.Sprint(l.scalar(t, "SELECT current_setting('allowed_directories')::VARCHAR"))
+	s.stage = listTree(t, l.stage.Dir())
+	return s
+}
+
+// scalar runs q, which must yield one row, and returns its first value
+// (int64, string or bool).
+func (l *lakeFixture) scalar(t *testing.T, q string) any {
+	t.Helper()
+	_, recs, err := l.sqlQuery(q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	if rowCount(recs) != 1 {
+		t.Fatalf("%s: %d rows, want 1", q, rowCount(recs))
+	}
+	for _, r := range recs {
+		if r.NumRows() == 0 {
+			continue
+		}
+		switch c := r.Column(0).(type) {
+		case *array.Int64:
+			return c.Value(0)
+		case *array.String:
+			return c.Value(0)
+		case *array.Boolean:
+			return c.Value(0)
+		default:
+			t.Fatalf("%s: column of type %s", q, c.DataType())
+		}
+	}
+	panic("unreachable")
+}
+
+// listTree describes every file under dir (path and size), one a line.
+func listTree(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fmt.Fprintf(&b, "%s %v %d\n", rel, d.IsDir(), info.Size())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// runPrepared executes a prepared statement and reads all its rows.
+func (l *lakeFixture) runPrepared(ctx context.Context, p *flightsql.PreparedStatement) (*arrow.Schema, int64, error) {
+	info, err := p.Execute(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	return l.fetch(ctx, info.Endpoint[0].Ticket.Ticket)
+}
+
+// fetch reads the stream of a ticket and counts its rows.
+func (l *lakeFixture) fetch(ctx context.Context, ticket []byte) (*arrow.Schema, int64, error) {
+	rdr, err := l.sql.DoGet(ctx, &flight.Ticket{Ticket: ticket})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rdr.Release()
+	var n int64
+	for rdr.Next() {
+		n += rdr.RecordBatch().NumRows()
+	}
+	return rdr.Schema(), n, rdr.Err()
+}
+
+// prepareAndRun sends q through the Flight SQL prepared-statement path.
+// A statement may be refused when prepared or, for table functions that
+// touch files only when run, when executed.
+func (l *lakeFixture) prepareAndRun(ctx context.Context, q string) error {
+	p, err := l.sql.Prepare(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer p.Close(ctx)
+	_, _, err = l.runPrepared(ctx, p)
+	return err
+}
+
+// wantRefused checks that err is a gRPC error with a client-side code (not
+// OK, Internal or Unknown) whose message holds want.
+func wantRefused(t *testing.T, how string, err error, want string) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: succeeded, want it refused", how)
+		return
+	}
+	s, ok := status.FromError(err)
+	if !ok {
+		t.Errorf("%s: %v is not a gRPC status", how, err)
+		return
+	}
+	switch s.Code() {
+	case codes.OK, codes.Internal, codes.Unknown:
+		t.Errorf("%s: code %v (%s), want a refusal", how, s.Code(), s.Message())
+	}
+	if !strings.Contains(s.Message(), want) {
+		t.Errorf("%s: message %q, want it to mention %q", how, s.Message(), want)
+	}
+}
+
+func TestWritesAndEscapesAreRefused(t *testing.T) {
+	l := newLake(t)
+	l.createTable("clips", wire.DefaultSchema())
+	l.putFile("clips", "a.mp4", []byte("aaa"))
+	l.putFile("clips", "b.mp4", []byte("bbbb"))
+	ctx := context.Background()
+	tmp := t.TempDir()
+	stage := l.stage.Dir()
+	before := l.state(t)
+	if before.clips != 2 || before.tables != 0 || before.locked != "true" || before.externalAccess != "false" {
+		t.Fatalf("unexpected starting state %+v", before)
+	}
+
+	const (
+		readOnly = "only a single read-only SELECT statement is allowed"
+		twoStmts = "more than one statement"
+		noFiles  = "Permission Error"
+	)
+	cases := []struct{ sql, want string }{
+		{"INSERT INTO clips (name) VALUES ('x.mp4')", readOnly},
+		{"insert into clips select * from clips", readOnly},
+		{"CREATE TABLE x(a int)", readOnly},
+		{"CREATE TEMP TABLE x AS SELECT 1", readOnly},
+		{"CREATE VIEW v AS SELECT 1", readOnly},
+		{"CREATE OR REPLACE VIEW clips AS SELECT 1", readOnly},
+		{"CREATE MACRO m(a) AS a", readOnly},
+		{"CREATE SEQUENCE s", readOnly},
+		{"DROP VIEW clips", readOnly},
+		{"DROP TABLE x", readOnly},
+		{"ALTER VIEW clips RENAME TO c2", readOnly},
+		{"UPDATE clips SET name = 'y'", readOnly},
+		{"DELETE FROM clips", readOnly},
+		{"TRUNCATE clips", readOnly},
+		{"COPY (SELECT 1) TO '" + tmp + "/out.csv'", readOnly},
+		{"COPY clips TO '" + tmp + "/out.parquet' (FORMAT parquet)", readOnly},
+		{"COPY clips FROM '/etc/passwd'", readOnly},
+		{"EXPORT DATABASE '" + tmp + "'", readOnly},
+		{"IMPORT DATABASE '" + tmp + "'", readOnly},
+		{"ATTACH ':memory:' AS x", readOnly},
+		{"ATTACH '" + tmp + "/x.db'", readOnly},
+		{"DETACH memory", readOnly},
+		{"USE system", readOnly},
+		{"INSTALL httpfs", readOnly},
+		{"FORCE INSTALL httpfs", readOnly},
+		{"LOAD httpfs", readOnly},
+		{"SET memory_limit = '1GB'", readOnly},
+		{"SET GLOBAL threads = 1", readOnly},
+		{"SET VARIABLE v = 1", readOnly},
+		{"RESET memory_limit", readOnly},
+		{"RESET GLOBAL allowed_directories", readOnly},
+		{"SET lock_configuration = false", readOnly},
+		{"SET GLOBAL enable_external_access = true", readOnly},
+		{"PRAGMA enable_profiling", readOnly},
+		{"PRAGMA memory_limit = '1GB'", readOnly},
+		{"PRAGMA enable_checkpoint_on_shutdown", readOnly},
+		{"DROP TABLE x; SELECT 1", twoStmts},
+		{"SELECT 1; DROP VIEW clips", twoStmts},
+		{"SELECT 1; SELECT 2", twoStmts},
+		{"CALL pragma_version()", readOnly},
+		{"CALL checkpoint()", readOnly},
+		{"BEGIN TRANSACTION", readOnly},
+		{"COMMIT", readOnly},
+		{"CHECKPOINT", readOnly},
+		{"VACUUM", readOnly},
+		{"EXPLAIN ANALYZE SELECT 1", readOnly},
+		{"PREPARE p AS SELECT 1", readOnly},
+		{"CREATE SECRET s (TYPE S3, KEY_ID 'a', SECRET 'b')", readOnly},
+		{"  /* comment */ -- another\n  insert into clips (name) values ('x')", readOnly},
+		{"WITH c AS (SELECT 1) INSERT INTO clips (name) SELECT 'x' FROM c", "SQL error"},
+		// SELECTs that reach for files outside the allowed directories.
+		{"SELECT * FROM read_text('/etc/passwd')", noFiles},
+		{"SELECT * FROM read_blob('/etc/passwd')", noFiles},
+		{"SELECT * FROM read_csv('/etc/passwd')", noFiles},
+		{"SELECT * FROM read_json('/etc/passwd')", noFiles},
+		{"SELECT * FROM read_parquet('/etc/passwd')", noFiles},
+		{"SELECT * FROM parquet_metadata('/etc/passwd')", noFiles},
+		{"SELECT * FROM sniff_csv('/etc/passwd')", noFiles},
+		{"SELECT * FROM glob('/etc/*')", noFiles},
+		{"SELECT * FROM read_text('file:///etc/passwd')", noFiles},
+		{"SELECT * FROM read_text('/proc/self/environ')", noFiles},
+		{"SELECT * FROM read_blob('" + stage + "/objects/**')", noFiles},
+		{"SELECT * FROM glob('" + stage + "/*')", noFiles},
+		{"SELECT * FROM read_blob('" + stage + "/_lake/tables/../../objects/**')", noFiles},
+		{"SELECT * FROM read_blob('" + stage + "/_lake/tables')", noFiles}, // the directory itself
+		{"SELECT * FROM read_blob('" + stage + "/_lake/tables_x/**')", noFiles},
+		{"SELECT * FROM read_text('" + tmp + "/nothing.txt')", noFiles},
+		// DuckDB's ~/.duckdb is outside the allowed directories too. The
+		// secret manager fails to start without it: first with a
+		// Permission Error, then "Secret Storage ... already registered".
+		{"SELECT * FROM duckdb_extensions()", noFiles},
+		{"SELECT * FROM duckdb_secrets()", "SQL error"},
+		// getenv exists only in DuckDB's shell.
+		{"SELECT getenv('HOME')", "getenv does not exist"},
+		// query() runs only a single SELECT.
+		{"SELECT * FROM query('DROP VIEW clips')", "Expected a single SELECT statement"},
+		{"SELECT * FROM query('SELECT 1; DROP VIEW clips')", "Expected a single SELECT statement"},
+	}
+	for _, c := range cases {
+		name := c.sql
+		if len(name) > 60 {
+			name = name[:60]
+		}
+		t.Run(name, func(t *testing.T) {
+			_, _, err := l.sqlQuery(c.sql)
+			wantRefused(t, "Execute", err, c.want)
+			wantRefused(t, "Prepare", l.prepareAndRun(ctx, c.sql), c.want)
+			_, err = l.sql.GetExecuteSchema(ctx, c.sql)
+			if err != nil { // a table function may fail only when run
+				wantRefused(t, "GetExecuteSchema", err, c.want)
+			}
+			if after := l.state(t); after != before {
+				t.Errorf("state changed:\nbefore %+v\nafter  %+v", before, after)
+			}
+			if entries, err := os.ReadDir(tmp); err != nil || len(entries) != 0 {
+				t.Errorf("%s holds %v (%v)", tmp, entries, err)
+			}
+		})
+	}
+
+	t.Run("DoPut", func(t *testing.T) {
+		const want = "lake SQL is read-only"
+		_, err := l.sql.ExecuteUpdate(ctx, "INSERT INTO clips (name) VALUES ('x.mp4')")
+		wantRefused(t, "ExecuteUpdate", err, want)
+		_, err = l.sql.ExecuteUpdate(ctx, "SELECT 1")
+		wantRefused(t, "ExecuteUpdate of a SELECT", err, want)
+		_, err = l.sql.ExecuteSubstraitUpdate(ctx, flightsql.SubstraitPlan{Plan: []byte("plan"), Version: "0.1"})
+		wantRefused(t, "ExecuteSubstraitUpdate", err, want)
+
+		rec := oneNameRecord("x.mp4")
+		defer rec.Release()
+		rdr, err := array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdr.Release()
+		_, err = l.sql.ExecuteIngest(ctx, rdr, &flightsql.ExecuteIngestOpts{
+			Table: "clips", TableDefinitionOptions: &flightsql.TableDefinitionOptions{},
+		})
+		wantRefused(t, "ExecuteIngest", err, want)
+
+		p, err := l.sql.Prepare(ctx, "SELECT name FROM clips")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close(ctx)
+		_, err = p.ExecuteUpdate(ctx)
+		wantRefused(t, "prepared ExecuteUpdate", err, want)
+
+		if after := l.state(t); after != before {
+			t.Errorf("state changed:\nbefore %+v\nafter  %+v", before, after)
+		}
+	})
+
+	t.Run("transactions", func(t *testing.T) {
+		if _, err := l.sql.BeginTransaction(ctx); err == nil {
+			t.Error("BeginTransaction succeeded on a read-only server")
+		} else if s, _ := status.FromError(err); s.Code() == codes.OK || s.Code() == codes.Internal {
+			t.Errorf("BeginTransaction: %v", err)
+		}
+	})
+
+	// Reading settings is harmless, so current_setting is allowed (it
+	// shows the allowed directories, which hold only table data).
+	allowed := []struct {
+		sql  string
+		rows int64
+	}{
+		{"SELECT name FROM clips", 2},
+		{"SELECT 1", 1},
+		{"SELECT 1;", 1},
+		{"select 1 -- trailing comment", 1},
+		{"WITH x AS (SELECT 1) SELECT * FROM x", 1},
+		{"FROM clips", 2},
+		{"SELECT * FROM read_parquet('" + stage + "/_lake/tables/**/*.parquet')", 2},
+		{"SELECT current_setting('memory_limit')", 1},
+		{"SELECT * FROM query_table('clips')", 2},
+		{"DESCRIBE clips", 3},
+	}
+	for _, c := range allowed {
+		t.Run("allowed "+c.sql, func(t *testing.T) {
+			_, recs, err := l.sqlQuery(c.sql)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rowCount(recs) != c.rows {
+				t.Errorf("Execute: %d rows, want %d", rowCount(recs), c.rows)
+			}
+			p, err := l.sql.Prepare(ctx, c.sql)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close(ctx)
+			if _, n, err := l.runPrepared(ctx, p); err != nil || n != c.rows {
+				t.Errorf("prepared: %d rows, %v; want %d rows", n, err, c.rows)
+			}
+		})
+	}
+	if after := l.state(t); after != before {
+		t.Errorf("state changed:\nbefore %+v\nafter  %+v", before, after)
+	}
+}
+
+// oneNameRecord is a one-column, one-row record.
+func oneNameRecord(name string) arrow.RecordBatch {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	b.Field(0).(*array.StringBuilder).Append(name)
+	return b.NewRecordBatch()
+}
