@@ -159,3 +159,16 @@ func Action(ctx context.Context, fc flight.Client, actionType string, req, resp 
 	}
 	return nil
 }
+
+// StopServer stops s gracefully, letting running calls finish, and cuts
+// them off when ctx ends first.
+func StopServer(ctx context.Context, s *grpc.Server) {
+	stopped := make(chan struct{})
+	go func() { s.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		s.Stop()
+		<-stopped
+	}
+}

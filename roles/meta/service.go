@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 
+	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
@@ -437,14 +438,7 @@ func (s *Service) Addr() net.Addr {
 // with ErrClosed, and releases the index and the data-dir lock.
 func (s *Service) Close(ctx context.Context) error {
 	if s.grpc != nil {
-		stopped := make(chan struct{})
-		go func() { s.grpc.GracefulStop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-ctx.Done():
-			s.grpc.Stop()
-			<-stopped
-		}
+		flightrpc.StopServer(ctx, s.grpc)
 	}
 	s.cancel()
 	s.wg.Wait()

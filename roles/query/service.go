@@ -137,14 +137,7 @@ func (s *Service) Addr() net.Addr { return s.lis.Addr() }
 // Close stops serving and releases the engine.
 func (s *Service) Close(ctx context.Context) error {
 	if s.grpc != nil {
-		stopped := make(chan struct{})
-		go func() { s.grpc.GracefulStop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-ctx.Done():
-			s.grpc.Stop()
-			<-stopped
-		}
+		flightrpc.StopServer(ctx, s.grpc)
 	}
 	var errs []error
 	if s.eng != nil {
