@@ -24,7 +24,8 @@ type catalog struct {
 	meta      flight.Client
 	eng       *engine
 	stage     *lakepb.StageDescriptor
-	emptyDir  string // holds one empty Parquet file per table schema
+	cache     *fileCache // local copies of a remote stage's data files; nil for a local stage
+	emptyDir  string     // holds one empty Parquet file per table schema
 	mu        sync.Mutex
 	versions  map[string]tableView // name → what its view shows now
 	refreshes int64                // views (re)defined; for tests
@@ -33,6 +34,7 @@ type catalog struct {
 type tableView struct {
 	id      string
 	version int64
+	keys    []string // the data files the view reads
 }
 
 // refresh asks the metadata service for the tables and their versions and
@@ -52,6 +54,15 @@ func (c *catalog) refresh(ctx context.Context) ([]*lakepb.TableInfo, error) {
 			return nil, err
 		}
 	}
+	if c.cache != nil {
+		needed := map[string]bool{}
+		for _, v := range c.versions {
+			for _, k := range v.keys {
+				needed[k] = true
+			}
+		}
+		c.cache.evict(needed)
+	}
 	return list.Tables, nil
 }
 
@@ -63,12 +74,14 @@ func (c *catalog) define(ctx context.Context, t *lakepb.TableInfo) error {
 		return fmt.Errorf("snapshot of %s: %w", t.Name, err)
 	}
 	paths := make([]string, 0, len(snap.Files))
+	keys := make([]string, 0, len(snap.Files))
 	for _, f := range snap.Files {
-		p, err := c.dataPath(f.Key)
+		p, err := c.dataPath(ctx, f)
 		if err != nil {
 			return err
 		}
 		paths = append(paths, sqlString(p))
+		keys = append(keys, f.Key)
 	}
 	if len(paths) == 0 {
 		// read_parquet needs a file to learn the columns from: an empty
@@ -83,21 +96,21 @@ func (c *catalog) define(ctx context.Context, t *lakepb.TableInfo) error {
 	if err := c.eng.exec(ctx, stmt); err != nil {
 		return fmt.Errorf("define view %s: %w", t.Name, err)
 	}
-	c.versions[t.Name] = tableView{id: t.Id, version: snap.Version}
+	c.versions[t.Name] = tableView{id: t.Id, version: snap.Version, keys: keys}
 	c.refreshes++
 	return nil
 }
 
-// dataPath is where DuckDB reads a data file of the stage.
-func (c *catalog) dataPath(key string) (string, error) {
-	if err := wire.ValidateKey(key); err != nil {
+// dataPath is where DuckDB reads a data file: in place on a local stage,
+// a cached copy otherwise.
+func (c *catalog) dataPath(ctx context.Context, f *lakepb.DataFile) (string, error) {
+	if err := wire.ValidateKey(f.Key); err != nil {
 		return "", err
 	}
-	switch c.stage.GetKind() {
-	case "file":
-		return filepath.Join(c.stage.GetLocalPath(), filepath.FromSlash(key)), nil
+	if c.cache != nil {
+		return c.cache.path(ctx, f.Key, f.Size)
 	}
-	return "", fmt.Errorf("%w: %s stages", errUnsupported, c.stage.GetKind())
+	return filepath.Join(c.stage.GetLocalPath(), filepath.FromSlash(f.Key)), nil
 }
 
 // emptyFile writes (once) an empty Parquet file with t's schema.

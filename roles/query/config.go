@@ -1,6 +1,7 @@
 package query
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/wire/lakepb"
 )
 
 // Config configures a query service.
@@ -23,6 +26,11 @@ type Config struct {
 	// CacheDir holds the role's own files (empty-table Parquet files; later
 	// the cache of an S3 stage's data files). DuckDB may read it.
 	CacheDir string
+	// OpenStage opens a remote stage (S3) from its descriptor with the
+	// role's own credentials; a local stage is read in place without it.
+	OpenStage func(ctx context.Context, d *lakepb.StageDescriptor) (objects.Store, error)
+	// CacheLimit bounds the local copies of a remote stage's data files.
+	CacheLimit int64
 	// MemoryLimit is DuckDB's memory_limit ("" = DuckDB's default, 80% of RAM).
 	MemoryLimit string
 	// Threads is DuckDB's thread count (0 = one per core).
@@ -42,6 +50,7 @@ func DefaultConfig() Config {
 		Listen:           "127.0.0.1:50051",
 		Meta:             "127.0.0.1:50052",
 		StatementTimeout: 5 * time.Minute,
+		CacheLimit:       10 << 30,
 		Version:          "dev",
 	}
 }
@@ -60,6 +69,9 @@ func (c Config) Validate() error {
 	}
 	if c.StatementTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("query: StatementTimeout must be positive, got %v", c.StatementTimeout))
+	}
+	if c.CacheLimit <= 0 {
+		errs = append(errs, fmt.Errorf("query: CacheLimit must be positive, got %d", c.CacheLimit))
 	}
 	if c.Threads < 0 {
 		errs = append(errs, fmt.Errorf("query: Threads must not be negative, got %d", c.Threads))

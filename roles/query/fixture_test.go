@@ -47,6 +47,16 @@ func newLake(t testing.TB) *lakeFixture {
 // (nil leaves the defaults).
 func newLakeWith(t testing.TB, tune func(*query.Config)) *lakeFixture {
 	t.Helper()
+	return newLakeTuned(t, func(_ *local.Store, _ *meta.Config, q *query.Config) {
+		if tune != nil {
+			tune(q)
+		}
+	})
+}
+
+// newLakeTuned lets a test adjust both roles' configs, knowing the stage.
+func newLakeTuned(t testing.TB, tune func(*local.Store, *meta.Config, *query.Config)) *lakeFixture {
+	t.Helper()
 	root := t.TempDir()
 	stage, err := local.Open(filepath.Join(root, "stage"), nil)
 	if err != nil {
@@ -56,16 +66,15 @@ func newLakeWith(t testing.TB, tune func(*query.Config)) *lakeFixture {
 	mcfg := meta.DefaultConfig()
 	mcfg.Listen, mcfg.DataDir = "127.0.0.1:0", filepath.Join(root, "meta")
 	mcfg.Stage, mcfg.StageURI = stage, "file://"+stage.Dir()
+	qcfg := query.DefaultConfig()
+	qcfg.Listen, qcfg.CacheDir = "127.0.0.1:0", filepath.Join(root, "cache")
+	tune(stage, &mcfg, &qcfg)
 	m, err := meta.Open(context.Background(), mcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close(context.Background()) })
-	qcfg := query.DefaultConfig()
-	qcfg.Listen, qcfg.Meta, qcfg.CacheDir = "127.0.0.1:0", m.Addr().String(), filepath.Join(root, "cache")
-	if tune != nil {
-		tune(&qcfg)
-	}
+	qcfg.Meta = m.Addr().String()
 	q, err := query.Open(context.Background(), qcfg)
 	if err != nil {
 		t.Fatal(err)

@@ -80,11 +80,30 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.cat = &catalog{meta: s.meta, eng: s.eng, stage: s.stage, emptyDir: emptyDir, versions: map[string]tableView{}}
+	if s.stage.GetKind() != "file" {
+		if s.cat.cache, err = s.openCache(ctx); err != nil {
+			s.Close(context.Background())
+			return nil, err
+		}
+	}
 	if err := s.serve(); err != nil {
 		s.Close(context.Background())
 		return nil, err
 	}
 	return s, nil
+}
+
+// openCache opens the remote stage with the role's own credentials and the
+// local cache of its data files.
+func (s *Service) openCache(ctx context.Context) (*fileCache, error) {
+	if s.cfg.OpenStage == nil {
+		return nil, fmt.Errorf("query: the stage is %s and this build cannot open it", s.stage.GetRootUri())
+	}
+	store, err := s.cfg.OpenStage(ctx, s.stage)
+	if err != nil {
+		return nil, fmt.Errorf("query: open stage %s: %w", s.stage.GetRootUri(), err)
+	}
+	return openFileCache(filepath.Join(s.cfg.CacheDir, "data"), s.cfg.CacheLimit, store, s.log)
 }
 
 // discover asks meta for the stage, retrying while meta is not up yet so
