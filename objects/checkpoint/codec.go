@@ -1,0 +1,225 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"unicode/utf8"
+)
+
+// maxDepth bounds nesting: the format itself goes three levels deep
+// (object, parts array, part).
+const maxDepth = 4
+
+// fieldNames are all JSON names of the format. encoding/json matches names
+// case-insensitively and DisallowUnknownFields checks only the level, so
+// scan checks exact spelling against this set first.
+var fieldNames = map[string]bool{
+	"version": true, "source": true, "path": true, "size": true, "mod_time": true,
+	"binding": true, "bucket": true, "prefix": true, "key": true, "upload_id": true,
+	"part_size": true, "sha256": true, "content_type": true, "parts": true,
+	"number": true, "length": true, "etag": true, "checksum_sha256": true,
+	"completed": true, "commit_id": true, "table": true, "updated_at": true,
+}
+
+// Encode validates cp and renders it in the file format: indented JSON,
+// times in UTC, ending in a newline. cp is not modified.
+func Encode(cp *Checkpoint) ([]byte, error) {
+	if err := cp.Validate(); err != nil {
+		return nil, err
+	}
+	c := *cp
+	c.Source.ModTime = c.Source.ModTime.UTC()
+	c.UpdatedAt = c.UpdatedAt.UTC()
+	if c.Parts == nil {
+		c.Parts = []Part{} // "parts": [], not null
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // content types stay readable
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(&c); err != nil {
+		return nil, invalid("encode: %v", err)
+	}
+	if buf.Len() > MaxSize {
+		return nil, invalid("encoded size %d bytes, at most %d", buf.Len(), MaxSize)
+	}
+	return buf.Bytes(), nil
+}
+
+// Decode parses a checkpoint file strictly and validates it. It accepts
+// exactly one JSON object in valid UTF-8, at most MaxSize bytes, with a
+// "version" field; a version other than Version → ErrUnknownVersion
+// (checked before anything else, so a newer format is never called
+// corrupt). Then unknown, misspelt or duplicate fields, wrong types,
+// trailing data and any Validate failure → ErrCorrupt (a Validate failure
+// also matches ErrInvalid). Times are returned in UTC and an empty part
+// list as nil. Errors give byte offsets and field names, never the text.
+func Decode(b []byte) (*Checkpoint, error) {
+	if len(b) > MaxSize {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrCorrupt, len(b), MaxSize)
+	}
+	if !utf8.Valid(b) {
+		return nil, fmt.Errorf("%w: not valid UTF-8", ErrCorrupt)
+	}
+	sc := scanner{dec: json.NewDecoder(bytes.NewReader(b)), unknownAt: -1}
+	sc.dec.UseNumber()
+	if err := sc.document(); err != nil {
+		return nil, err
+	}
+	if sc.version == nil {
+		return nil, fmt.Errorf("%w: no version field", ErrCorrupt)
+	}
+	v, err := strconv.ParseInt(sc.version.String(), 10, 64)
+	if err != nil || v < 1 {
+		return nil, fmt.Errorf("%w: version is not a positive integer", ErrCorrupt)
+	}
+	if v != Version {
+		return nil, fmt.Errorf("%w %d (this lake reads version %d)", ErrUnknownVersion, v, Version)
+	}
+	if sc.unknownAt >= 0 {
+		return nil, fmt.Errorf("%w: unknown field at byte %d", ErrCorrupt, sc.unknownAt)
+	}
+
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var cp Checkpoint
+	if err := dec.Decode(&cp); err != nil {
+		return nil, sanitize(err)
+	}
+	cp.Source.ModTime = cp.Source.ModTime.UTC()
+	cp.UpdatedAt = cp.UpdatedAt.UTC()
+	if len(cp.Parts) == 0 {
+		cp.Parts = nil
+	}
+	if err := cp.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return &cp, nil
+}
+
+// sanitize turns an encoding/json error into an ErrCorrupt that does not
+// quote the input: json's messages may carry a value (a bad time, say).
+func sanitize(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return fmt.Errorf("%w: field %s has the wrong type (byte %d)", ErrCorrupt, te.Field, te.Offset)
+		}
+		return fmt.Errorf("%w: wrong type at byte %d", ErrCorrupt, te.Offset)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%w: invalid JSON at byte %d", ErrCorrupt, se.Offset)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: truncated JSON", ErrCorrupt)
+	}
+	// Unknown field at the wrong level, or a malformed time.
+	return fmt.Errorf("%w: does not match the checkpoint format", ErrCorrupt)
+}
+
+// scanner walks the token stream once before the real decode: it checks
+// the syntax, that the document is one object with nothing after it, that
+// no object repeats a name, and the nesting depth; it notes the top-level
+// version and the offset of the first name outside the format.
+type scanner struct {
+	dec       *json.Decoder
+	version   *json.Number
+	unknownAt int64
+}
+
+func (sc *scanner) token() (json.Token, error) {
+	tok, err := sc.dec.Token()
+	if err != nil {
+		return nil, sanitize(err)
+	}
+	return tok, nil
+}
+
+func (sc *scanner) document() error {
+	tok, err := sc.token()
+	if err != nil {
+		return err
+	}
+	if tok != json.Delim('{') {
+		return fmt.Errorf("%w: not a JSON object", ErrCorrupt)
+	}
+	if err := sc.object(1); err != nil {
+		return err
+	}
+	off := sc.dec.InputOffset()
+	if _, err := sc.dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: data after the checkpoint at byte %d", ErrCorrupt, off)
+	}
+	return nil
+}
+
+// object reads the rest of an object whose '{' was read.
+func (sc *scanner) object(depth int) error {
+	seen := make(map[string]bool)
+	for sc.dec.More() {
+		off := sc.dec.InputOffset()
+		tok, err := sc.token()
+		if err != nil {
+			return err
+		}
+		name, ok := tok.(string)
+		if !ok {
+			return fmt.Errorf("%w: invalid JSON at byte %d", ErrCorrupt, off)
+		}
+		if seen[name] {
+			return fmt.Errorf("%w: duplicate field at byte %d", ErrCorrupt, off)
+		}
+		seen[name] = true
+		if !fieldNames[name] && sc.unknownAt < 0 {
+			sc.unknownAt = off
+		}
+		if depth == 1 && name == "version" {
+			off := sc.dec.InputOffset()
+			tok, err := sc.token()
+			if err != nil {
+				return err
+			}
+			n, ok := tok.(json.Number)
+			if !ok {
+				return fmt.Errorf("%w: version is not a number (byte %d)", ErrCorrupt, off)
+			}
+			sc.version = &n
+			continue
+		}
+		if err := sc.value(depth); err != nil {
+			return err
+		}
+	}
+	_, err := sc.token() // '}'
+	return err
+}
+
+func (sc *scanner) value(depth int) error {
+	off := sc.dec.InputOffset()
+	tok, err := sc.token()
+	if err != nil {
+		return err
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	if depth >= maxDepth {
+		return fmt.Errorf("%w: nested too deeply at byte %d", ErrCorrupt, off)
+	}
+	if d == '{' {
+		return sc.object(depth + 1)
+	}
+	for sc.dec.More() { // '['
+		if err := sc.value(depth + 1); err != nil {
+			return err
+		}
+	}
+	_, err = sc.token() // ']'
+	return err
+}

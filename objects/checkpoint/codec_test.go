@@ -1,0 +1,145 @@
+package checkpoint_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/lakedata/lake/objects/checkpoint"
+)
+
+// marker stands for content that must never reach an error message.
+const marker = "s3kr1t"
+
+func TestDecodeRejects(t *testing.T) {
+	good := string(mustEncode(t, valid()))
+	replace := func(old, new string) string {
+		t.Helper()
+		if !strings.Contains(good, old) {
+			t.Fatalf("%q not in the encoding", old)
+		}
+		return strings.Replace(good, old, new, 1)
+	}
+	const v1 = `"version": 1,`
+	done := completed()
+	done.Parts = done.Parts[:2] // invalid, so encode by hand
+	tests := []struct {
+		name string
+		doc  string
+		want error
+	}{
+		{"empty", "", checkpoint.ErrCorrupt},
+		{"null", "null", checkpoint.ErrCorrupt},
+		{"array", "[]", checkpoint.ErrCorrupt},
+		{"string", `"` + marker + `"`, checkpoint.ErrCorrupt},
+		{"empty object", "{}", checkpoint.ErrCorrupt},
+		{"garbage", marker, checkpoint.ErrCorrupt},
+		{"truncated", good[:len(good)/2], checkpoint.ErrCorrupt},
+		{"unknown field", replace(v1, v1+` "extra": "`+marker+`",`), checkpoint.ErrCorrupt},
+		{"unknown nested field", replace(`"path": `, `"extra": "`+marker+`", "path": `), checkpoint.ErrCorrupt},
+		{"unknown field in a part", replace(`"number": 3,`, `"number": 3, "x": "`+marker+`",`), checkpoint.ErrCorrupt},
+		{"known field at the wrong level", replace(v1, v1+` "path": "`+marker+`",`), checkpoint.ErrCorrupt},
+		{"field name in another case", replace(`"source"`, `"Source"`), checkpoint.ErrCorrupt},
+		{"version in another case", replace(`"version"`, `"Version"`), checkpoint.ErrCorrupt},
+		{"duplicate field", replace(v1, v1+` "table": "`+marker+`",`), checkpoint.ErrCorrupt},
+		{"duplicate version", replace(v1, v1+v1), checkpoint.ErrCorrupt},
+		{"trailing garbage", good + marker, checkpoint.ErrCorrupt},
+		{"second object", good + "{}", checkpoint.ErrCorrupt},
+		{"trailing NUL", good + "\x00", checkpoint.ErrCorrupt},
+		{"invalid UTF-8", replace("/home/ann", "/home/\xff"+marker), checkpoint.ErrCorrupt},
+		{"too large", good + strings.Repeat(" ", checkpoint.MaxSize), checkpoint.ErrCorrupt},
+		{"no version", replace(v1, ""), checkpoint.ErrCorrupt},
+		{"version string", replace(v1, `"version": "1",`), checkpoint.ErrCorrupt},
+		{"version float", replace(v1, `"version": 1.0,`), checkpoint.ErrCorrupt},
+		{"version exponent", replace(v1, `"version": 1e0,`), checkpoint.ErrCorrupt},
+		{"version 0", replace(v1, `"version": 0,`), checkpoint.ErrCorrupt},
+		{"version negative", replace(v1, `"version": -1,`), checkpoint.ErrCorrupt},
+		{"version huge", replace(v1, `"version": 99999999999999999999,`), checkpoint.ErrCorrupt},
+		{"version object", replace(v1, `"version": {"a": "`+marker+`"},`), checkpoint.ErrCorrupt},
+		{"version 2", replace(v1, `"version": 2,`), checkpoint.ErrUnknownVersion},
+		{"version 2 with new fields", replace(v1, `"version": 2, "novelty": "`+marker+`",`), checkpoint.ErrUnknownVersion},
+		{"wrong type", replace(`"size": 12582919`, `"size": "`+marker+`"`), checkpoint.ErrCorrupt},
+		{"int32 overflow", replace(`"number": 3,`, `"number": 4294967299,`), checkpoint.ErrCorrupt},
+		{"bad time", replace(`"mod_time": "2026-03-01T10:00:00.123456789Z"`, `"mod_time": "`+marker+`"`), checkpoint.ErrCorrupt},
+		{"nested too deeply", replace(v1, v1+` "x": [[[[[[["`+marker+`"]]]]]]],`), checkpoint.ErrCorrupt},
+		{"fails Validate", replace(`"number": 3,`, `"number": 2,`), checkpoint.ErrInvalid},
+		{"fails Validate: upload id", replace(`"upload_id": "`, `"upload_id": "`+marker+`\n`), checkpoint.ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cp, err := checkpoint.Decode([]byte(tt.doc))
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Decode = %v, %v; want %v", cp, err, tt.want)
+			}
+			if tt.want == checkpoint.ErrInvalid && !errors.Is(err, checkpoint.ErrCorrupt) {
+				t.Errorf("%v is not ErrCorrupt", err)
+			}
+			if tt.want == checkpoint.ErrUnknownVersion && errors.Is(err, checkpoint.ErrCorrupt) {
+				t.Errorf("%v: a newer version is not corrupt", err)
+			}
+			if strings.Contains(err.Error(), marker) {
+				t.Errorf("message quotes the file: %v", err)
+			}
+		})
+	}
+}
+
+func TestDecodeAccepts(t *testing.T) {
+	good := mustEncode(t, valid())
+	compact := new(bytes.Buffer)
+	if err := json.Compact(compact, good); err != nil {
+		t.Fatal(err)
+	}
+	for name, doc := range map[string][]byte{
+		"as encoded":           good,
+		"compact":              compact.Bytes(),
+		"trailing whitespace":  append(append([]byte{}, good...), " \n\t\r\n"...),
+		"leading whitespace":   append([]byte("\n  "), good...),
+		"other time zone":      bytes.Replace(good, []byte(`"2026-03-01T10:00:00.123456789Z"`), []byte(`"2026-03-01T11:00:00.123456789+01:00"`), 1),
+		"escaped slash in key": bytes.Replace(good, []byte(`"prod/objects/`), []byte(`"prod\/objects/`), 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			cp, err := checkpoint.Decode(doc)
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			sameCheckpoint(t, cp, valid())
+		})
+	}
+}
+
+// FuzzDecode: Decode never panics, fails only with its sentinels, and
+// whatever it accepts encodes and decodes back to the same value.
+func FuzzDecode(f *testing.F) {
+	f.Add(mustEncode(f, valid()))
+	f.Add(mustEncode(f, completed()))
+	f.Add([]byte(`{"version": 2, "whatever": true}`))
+	f.Add([]byte(`{"version": 1, "parts": [{"number": 1}], "x": [[[]]]}`))
+	f.Add([]byte("\x00garbage{"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cp, err := checkpoint.Decode(b)
+		if err != nil {
+			if !errors.Is(err, checkpoint.ErrCorrupt) && !errors.Is(err, checkpoint.ErrUnknownVersion) {
+				t.Fatalf("Decode error %v is neither ErrCorrupt nor ErrUnknownVersion", err)
+			}
+			return
+		}
+		enc, err := checkpoint.Encode(cp)
+		if err != nil {
+			t.Fatalf("Encode of a decoded checkpoint: %v", err)
+		}
+		again, err := checkpoint.Decode(enc)
+		if err != nil {
+			t.Fatalf("Decode of its encoding: %v\n%s", err, enc)
+		}
+		if !reflect.DeepEqual(cp, again) {
+			t.Fatalf("roundtrip changed the checkpoint:\n%#v\n%#v", cp, again)
+		}
+		if enc2, _ := checkpoint.Encode(again); !bytes.Equal(enc, enc2) {
+			t.Fatalf("encoding is not stable:\n%s\n%s", enc, enc2)
+		}
+	})
+}
