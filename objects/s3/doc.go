@@ -1,0 +1,30 @@
+// Package s3 is the objects.Store backend for a stage in an S3 bucket (AWS
+// S3 or a compatible service such as versitygw), under an optional key
+// prefix: key k is stored at <prefix>/<k>.
+//
+// Credentials come from the AWS default chain (environment, shared config
+// and credentials files, SSO, web identity, container and instance roles);
+// the region from Config or that chain. Nothing in this package puts
+// credentials or presigned URLs into errors or logs.
+//
+// Uploads are streamed: Put reads up to PartSize bytes, and an object that
+// fits is sent in one PutObject; a larger one becomes a multipart upload
+// whose parts are sent Concurrency at a time, so a Put holds at most
+// Concurrency × PartSize bytes of it in memory. Every request body carries
+// its SHA-256 (x-amz-checksum-sha256, which S3 verifies, and the same sum
+// signs the payload). The lowercase hex SHA-256 of the whole object goes into
+// the object's user metadata "sha256" whenever it is known before the upload
+// starts: always for single-request objects and PutPath; not for a multipart
+// Put from a stream, whose sum is known only at the end (Info.SHA256 still
+// has it). A failed or cancelled multipart upload is aborted, so neither a
+// partial object nor its parts remain.
+//
+// PutIfAbsent is PutObject with If-None-Match: *; S3 answers 412 when the
+// key exists, which becomes objects.ErrExists. The store does not offer
+// objects.Preparer: preparing on S3 would take a multipart upload (create,
+// part, complete), a longer critical path than two plain PUTs in a row.
+//
+// The multipart steps (create, upload part, list parts, complete, abort) are
+// separate small methods so resumable uploads (DESIGN §7) can be built from
+// them.
+package s3
