@@ -12,9 +12,10 @@ import (
 
 	"github.com/lakedata/lake/internal/auth"
 	"github.com/lakedata/lake/objects"
-	"github.com/lakedata/lake/objects/local"
+	"github.com/lakedata/lake/objects/stageopen"
 	"github.com/lakedata/lake/roles/meta"
 	"github.com/lakedata/lake/roles/query"
+	"github.com/lakedata/lake/wire/lakepb"
 )
 
 // Default addresses (DESIGN §6).
@@ -30,6 +31,10 @@ type serveOptions struct {
 	metaListen       string
 	dataDir          string
 	stage            string
+	s3Endpoint       string
+	s3Region         string
+	s3PathStyle      bool
+	cacheLimit       int64
 	meta             string
 	cacheDir         string
 	tokenFile        string
@@ -48,7 +53,11 @@ func (o *serveOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.listen, "listen", "", "Flight address of the role; for all, the query address (default 127.0.0.1:50051; meta: 127.0.0.1:50052)")
 	f.StringVar(&o.metaListen, "meta-listen", defaultMetaListen, "all only: the metadata service's Flight address")
 	f.StringVar(&o.dataDir, "data-dir", "./lake-data", "directory for the role's local state (meta: index and lock; query: cache)")
-	f.StringVar(&o.stage, "stage", "", "managed stage, file:///abs/dir (default <data-dir>/stage)")
+	f.StringVar(&o.stage, "stage", "", "managed stage: file:///abs/dir or s3://bucket/prefix (default <data-dir>/stage)")
+	f.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL for an S3-compatible store (default: AWS)")
+	f.StringVar(&o.s3Region, "s3-region", "", "S3 region (default: from the AWS configuration)")
+	f.BoolVar(&o.s3PathStyle, "s3-path-style", false, "path-style S3 addressing (implied by --s3-endpoint)")
+	f.Int64Var(&o.cacheLimit, "cache-limit", 10<<30, "query: bytes of an S3 stage's data files kept in the local cache")
 	f.StringVar(&o.meta, "meta", defaultMetaListen, "query only: the metadata service's endpoint (host:port, grpc://, grpc+tls://)")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "query: directory for the role's cache (default <data-dir>/query-cache)")
 	f.StringVar(&o.tokenFile, "token-file", "", "file of bearer tokens this server accepts, one per line (mode 0600)")
@@ -194,13 +203,23 @@ func (o *serveOptions) security() ([]string, []grpc.ServerOption, error) {
 }
 
 func startMeta(ctx context.Context, o *serveOptions, addr string, opts []grpc.ServerOption, logger *slog.Logger) (*meta.Service, error) {
-	store, uri, err := openStage(o.stage, o.dataDir, logger)
+	uri := o.stage
+	if uri == "" {
+		uri = filepath.Join(o.dataDir, "stage")
+	}
+	desc, err := stageopen.Describe(uri, stageopen.S3Options{
+		Region: o.s3Region, Endpoint: o.s3Endpoint, PathStyle: o.s3PathStyle || o.s3Endpoint != "",
+	})
+	if err != nil {
+		return nil, err
+	}
+	store, err := stageopen.Open(ctx, desc, logger)
 	if err != nil {
 		return nil, err
 	}
 	cfg := meta.DefaultConfig()
 	cfg.Listen, cfg.DataDir = addr, o.dataDir
-	cfg.Stage, cfg.StageURI = store, uri.String()
+	cfg.Stage, cfg.StageURI, cfg.Discover = store, desc.GetRootUri(), desc
 	cfg.ServerOptions = opts
 	cfg.Logger = logger.With("role", "meta")
 	return meta.Open(ctx, cfg)
@@ -214,6 +233,10 @@ func startQuery(ctx context.Context, o *serveOptions, addr, metaEndpoint string,
 		cfg.CacheDir = filepath.Join(o.dataDir, "query-cache")
 	}
 	cfg.MemoryLimit, cfg.Threads, cfg.StatementTimeout = o.memoryLimit, o.threads, o.statementTimeout
+	cfg.CacheLimit = o.cacheLimit
+	cfg.OpenStage = func(ctx context.Context, d *lakepb.StageDescriptor) (objects.Store, error) {
+		return stageopen.Open(ctx, d, logger)
+	}
 	cfg.ServerOptions = opts
 	cfg.Version = version
 	cfg.Logger = logger.With("role", "query")
@@ -229,21 +252,4 @@ func startQuery(ctx context.Context, o *serveOptions, addr, metaEndpoint string,
 		cfg.MetaDial.Token = tokens[0]
 	}
 	return query.Open(ctx, cfg)
-}
-
-// openStage opens the managed stage a --stage value names.
-func openStage(uri, dataDir string, logger *slog.Logger) (objects.Store, objects.StageURI, error) {
-	if uri == "" {
-		uri = filepath.Join(dataDir, "stage")
-	}
-	u, err := objects.ParseStageURI(uri)
-	if err != nil {
-		return nil, objects.StageURI{}, err
-	}
-	switch u.Kind {
-	case objects.KindLocal:
-		s, err := local.Open(u.Path, logger)
-		return s, u, err
-	}
-	return nil, u, fmt.Errorf("stage %s: the %s stage is not supported yet", u, u.Kind)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/local"
+	"github.com/lakedata/lake/objects/stageopen"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -118,7 +119,13 @@ func (c *Client) openStage(logger *slog.Logger) error {
 		c.store, c.closeStore = s, s.Close
 		return nil
 	case objects.KindS3:
-		return fmt.Errorf("client: stage %s: %w: S3 uploads are not implemented yet", d.GetRootUri(), ErrStageUnsupported)
+		// The client's own credentials: the AWS default chain.
+		s, err := stageopen.Open(context.Background(), d, logger)
+		if err != nil {
+			return fmt.Errorf("client: %w", err)
+		}
+		c.store = s
+		return nil
 	default:
 		return fmt.Errorf("client: stage kind %q: %w", d.GetKind(), ErrStageUnsupported)
 	}

@@ -465,9 +465,9 @@ func TestClientRetriesAmbiguousAppend(t *testing.T) {
 }
 
 func TestClientConnect(t *testing.T) {
-	t.Run("s3 stage not supported yet", func(t *testing.T) {
+	t.Run("unknown stage kind", func(t *testing.T) {
 		f := newFixture(t, func(cfg *meta.Config) {
-			cfg.Discover = &lakepb.StageDescriptor{Kind: "s3", RootUri: "s3://bucket/p", Bucket: "bucket", Prefix: "p"}
+			cfg.Discover = &lakepb.StageDescriptor{Kind: "ftp", RootUri: "ftp://host/p"}
 		})
 		_, err := Connect(ctx, f.addr)
 		if !errors.Is(err, ErrStageUnsupported) {
