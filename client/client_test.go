@@ -396,8 +396,8 @@ func TestClientRecordingStore(t *testing.T) {
 	calls := rec.takeCalls()
 	canon, _ := filepath.EvalSymlinks(path)
 	want := c.checkpointPath(canon, "t")
-	if len(calls) != 1 || calls[0].method != "PutPath" || calls[0].checkpoint != want || calls[0].path != canon || calls[0].key != res.File.Key {
-		t.Fatalf("path source: calls %+v, want one PutPath with checkpoint %s", calls, want)
+	if len(calls) != 1 || calls[0].method != "PutPath" || !calls[0].session || calls[0].path != canon || calls[0].key != res.File.Key {
+		t.Fatalf("path source: calls %+v, want one PutPath with a checkpoint session", calls)
 	}
 	if filepath.Dir(want) != cpDir || c.checkpointPath(canon, "t") != want || c.checkpointPath(canon, "u") == want {
 		t.Errorf("checkpoint path %s is not deterministic per file and table under %s", want, cpDir)

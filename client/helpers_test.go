@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/objects/checkpoint"
 	"github.com/lakedata/lake/objects/local"
 	"github.com/lakedata/lake/roles/meta"
 )
@@ -122,7 +123,8 @@ type recordingStore struct {
 }
 
 type storeCall struct {
-	method, key, path, checkpoint string
+	method, key, path string
+	session           bool // PutPath got a checkpoint session
 }
 
 func (s *recordingStore) record(c storeCall) {
@@ -136,9 +138,9 @@ func (s *recordingStore) Put(ctx context.Context, key string, r io.Reader, o obj
 	return s.Store.Put(ctx, key, r, o)
 }
 
-func (s *recordingStore) PutPath(ctx context.Context, key, path, checkpoint string, o objects.PutOptions) (objects.Info, error) {
-	s.record(storeCall{method: "PutPath", key: key, path: path, checkpoint: checkpoint})
-	return s.Store.PutPath(ctx, key, path, checkpoint, o)
+func (s *recordingStore) PutPath(ctx context.Context, key, path string, cp *checkpoint.Session, o objects.PutOptions) (objects.Info, error) {
+	s.record(storeCall{method: "PutPath", key: key, path: path, session: cp != nil})
+	return s.Store.PutPath(ctx, key, path, cp, o)
 }
 
 func (s *recordingStore) takeCalls() []storeCall {

@@ -7,17 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"mime"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
 
+	"github.com/lakedata/lake/internal/failpoint"
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/objects/checkpoint"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -34,8 +36,12 @@ type PutOptions struct {
 	// ContentType defaults to the type registered for Name's extension.
 	ContentType string
 	// CommitID makes the append idempotent; default a fresh random UUID,
-	// so the client's own retries can never commit the row twice.
+	// so the client's own retries can never commit the row twice. A
+	// PutFile resuming an upload uses the commit id its checkpoint holds.
 	CommitID string
+	// Progress, when set, is told how far the upload got (see
+	// objects.PutOptions.Progress).
+	Progress func(objects.Progress)
 }
 
 // PutResult is what a put committed.
@@ -62,8 +68,34 @@ const (
 	appendBackoff  = 250 * time.Millisecond
 )
 
+// Failpoints of PutFile (internal/failpoint): LAKE_FAILPOINTS naming one
+// kills the process there.
+const (
+	// FailBeforeAppend: the object is uploaded and the checkpoint holds its
+	// commit id; the append is not sent yet.
+	FailBeforeAppend = "client-before-append"
+	// FailAfterAppend: the append is acknowledged; the checkpoint is not
+	// removed yet.
+	FailAfterAppend = "client-after-append"
+)
+
 // PutFile uploads the file at path straight to the stage, then appends one
 // row for it to table through the endpoint.
+//
+// The put is resumable (DESIGN §7). It holds the checkpoint of this file,
+// table and stage (under the checkpoint directory) locked from start to
+// end, so a second put of the same file into the same table fails with
+// checkpoint.ErrInProgress while one runs. A put that failed or crashed is
+// resumed by the same call: it reuses the checkpoint's object key, content
+// type and commit id, uploads only what is missing (S3), and appends with
+// the same commit id, so the row commits exactly once. The checkpoint is
+// removed once the append is acknowledged.
+//
+// A stage that completes an upload in one step (local, and S3 for an
+// empty file) writes no checkpoint, so the commit id lives only in memory: a crash between the
+// object's publication and the append's acknowledgement makes the next
+// call upload again under a new key and commit id — leaving an orphan
+// object, or a second row if the lost append had in fact committed.
 func (c *Client) PutFile(ctx context.Context, table, path string, o PutOptions) (*PutResult, error) {
 	abs, err := canonicalPath(path)
 	if err != nil {
@@ -72,27 +104,102 @@ func (c *Client) PutFile(ctx context.Context, table, path string, o PutOptions) 
 	if o.Name == "" {
 		o.Name = filepath.Base(path) // as given: a symbolic link's own name
 	}
+	asked := o.CommitID
 	plan, err := c.prepare(ctx, table, &o)
 	if err != nil {
 		return nil, err
 	}
-	cp := c.checkpointPath(abs, table)
+	var sess *checkpoint.Session
+	if cpPath := c.checkpointPath(abs, table); cpPath != "" {
+		sess, err = checkpoint.Open(cpPath)
+		if err != nil {
+			return nil, fmt.Errorf("client: put %s into %s: %w", path, table, err)
+		}
+		defer func() {
+			if err := sess.Close(); err != nil {
+				c.log.Warn("cannot unlock the upload checkpoint", "err", err)
+			}
+		}()
+	}
 	key := objects.NewObjectKey(o.Name, time.Now())
-	info, err := c.store.PutPath(ctx, key, abs, cp, objects.PutOptions{ContentType: o.ContentType})
+	if sess != nil {
+		cp, err := sess.Load()
+		switch {
+		case errors.Is(err, checkpoint.ErrNoCheckpoint):
+		case err != nil:
+			return nil, fmt.Errorf("client: put %s: %w", path, err)
+		default:
+			if key, err = resumeFrom(cp, table, asked, &o); err != nil {
+				return nil, fmt.Errorf("client: put %s: %w", path, err)
+			}
+		}
+	}
+	info, err := c.store.PutPath(ctx, key, abs, sess, objects.PutOptions{ContentType: o.ContentType, Progress: o.Progress})
 	if err != nil {
 		return nil, fmt.Errorf("client: upload %s: %w", path, err)
 	}
+	if sess != nil {
+		if err := recordCommit(sess, table, o.CommitID); err != nil {
+			return nil, fmt.Errorf("client: put %s: %w", path, err)
+		}
+	}
+	failpoint.Hit(FailBeforeAppend)
 	res, err := c.commit(ctx, table, plan, info, o)
 	if err != nil {
-		return nil, err
+		return nil, err // the checkpoint stays: the same put resumes the append
 	}
-	// The checkpoint lives until the row is acknowledged (DESIGN §7).
-	if cp != "" {
-		if err := os.Remove(cp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			c.log.Warn("cannot remove the upload checkpoint", "path", cp, "err", err)
+	failpoint.Hit(FailAfterAppend)
+	if sess != nil {
+		if err := sess.Remove(); err != nil {
+			// Harmless: a next put of the file finds the upload completed
+			// and its commit id already committed.
+			c.log.Warn("cannot remove the upload checkpoint", "err", err)
 		}
 	}
 	return res, nil
+}
+
+// resumeFrom takes from an existing checkpoint what the put must reuse:
+// the object key (returned), the content type the object was created with
+// and the commit id, if one was recorded. asked is the commit id the
+// caller set, if any.
+func resumeFrom(cp *checkpoint.Checkpoint, table, asked string, o *PutOptions) (string, error) {
+	if cp.Table != "" && cp.Table != table {
+		return "", fmt.Errorf("its upload checkpoint is for table %q, not %q", cp.Table, table)
+	}
+	key := cp.Binding.Key
+	if p := cp.Binding.Prefix; p != "" {
+		var ok bool
+		if key, ok = strings.CutPrefix(key, p+"/"); !ok {
+			return "", fmt.Errorf("%w: its key is outside the stage prefix", checkpoint.ErrBindingMismatch)
+		}
+	}
+	if cp.CommitID != "" {
+		if asked != "" && asked != cp.CommitID {
+			return "", fmt.Errorf("commit id %q differs from the one its interrupted put used; resume without one, or cancel that upload", asked)
+		}
+		o.CommitID = cp.CommitID
+	}
+	o.ContentType = cp.ContentType
+	return key, nil
+}
+
+// recordCommit writes the commit id and table into the checkpoint the
+// upload left, before the append is sent. A stage that wrote none (local)
+// leaves nothing to record.
+func recordCommit(sess *checkpoint.Session, table, commitID string) error {
+	cp, err := sess.Load()
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if cp.CommitID == commitID && cp.Table == table {
+		return nil
+	}
+	cp.CommitID, cp.Table = commitID, table
+	return sess.Save(cp)
 }
 
 // PutReader uploads everything r yields as an object named name, then
@@ -107,7 +214,7 @@ func (c *Client) PutReader(ctx context.Context, table, name string, r io.Reader,
 		return nil, err
 	}
 	key := objects.NewObjectKey(o.Name, time.Now())
-	info, err := c.store.Put(ctx, key, r, objects.PutOptions{ContentType: o.ContentType})
+	info, err := c.store.Put(ctx, key, r, objects.PutOptions{ContentType: o.ContentType, Progress: o.Progress})
 	if err != nil {
 		return nil, fmt.Errorf("client: upload %s: %w", name, err)
 	}
@@ -209,7 +316,8 @@ func canonicalPath(path string) (string, error) {
 // checkpointPath names the checkpoint of uploading the file at abs into
 // table: the same put after a crash finds the same checkpoint. The stage
 // is part of the name so a put of the same file to another deployment
-// does not trip over it.
+// does not trip over it. "" (no checkpoint directory): no checkpoint, no
+// resume.
 func (c *Client) checkpointPath(abs, table string) string {
 	if c.checkpointDir == "" {
 		return ""

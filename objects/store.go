@@ -6,6 +6,8 @@ import (
 	"io"
 	"iter"
 	"time"
+
+	"github.com/lakedata/lake/objects/checkpoint"
 )
 
 // Sentinel errors. Backends map their own failures to these at their edge.
@@ -32,6 +34,24 @@ type Info struct {
 // PutOptions are optional attributes of an uploaded object.
 type PutOptions struct {
 	ContentType string
+	// Progress, when set, is told how far an upload got as its bytes
+	// complete: at least once per part (S3) or per copy chunk (local); the
+	// last call, if any, reports every byte. Calls of one upload are
+	// serialized; the function must not block for long, and may cancel the
+	// upload's context.
+	Progress func(p Progress)
+}
+
+// Progress is a snapshot of one upload, passed to PutOptions.Progress.
+type Progress struct {
+	// Done is how many bytes are stored (for S3: in parts recorded in the
+	// checkpoint, resumed ones included).
+	Done int64
+	// Total is the object's size, or -1 when unknown (Put from a stream).
+	Total int64
+	// ResumedParts is how many parts a resumed upload found already
+	// uploaded and did not send again.
+	ResumedParts int
 }
 
 // Store is a managed stage: a flat namespace of immutable objects addressed
@@ -47,10 +67,19 @@ type Store interface {
 	Put(ctx context.Context, key string, r io.Reader, opts PutOptions) (Info, error)
 
 	// PutPath uploads the file at path under key, with Put's guarantees.
-	// checkpoint names a file where a backend that supports resumable
-	// uploads keeps its progress; backends that complete in one step
-	// (local) accept and ignore it.
-	PutPath(ctx context.Context, key, path, checkpoint string, opts PutOptions) (Info, error)
+	//
+	// cp, when not nil, is an open checkpoint session (DESIGN §7) owned by
+	// the caller: a backend that resumes uploads (S3) keeps the upload's
+	// progress in it and, when it already holds a checkpoint, resumes that
+	// upload — which must be of the same file (else an error wrapping
+	// checkpoint.ErrSourceChanged, and nothing is uploaded) to the same
+	// key (checkpoint.ErrBindingMismatch). A failed or cancelled upload
+	// then leaves its parts and checkpoint for the next call instead of
+	// removing them; nothing is visible at key until it completes. On
+	// success the checkpoint may be left marked completed; the caller
+	// removes it once it no longer needs it. Backends that complete in one
+	// step (local) ignore cp and write no checkpoint. cp nil: no resume.
+	PutPath(ctx context.Context, key, path string, cp *checkpoint.Session, opts PutOptions) (Info, error)
 
 	// PutIfAbsent atomically creates key with data unless key exists, in
 	// which case it returns ErrExists and changes nothing. Exactly one of

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/objects/checkpoint"
 	"github.com/lakedata/lake/wire"
 )
 
@@ -179,10 +180,15 @@ func (s *Store) createTemp() (*os.File, string, error) {
 }
 
 // Put implements objects.Store.
-func (s *Store) Put(ctx context.Context, key string, r io.Reader, _ objects.PutOptions) (objects.Info, error) {
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts objects.PutOptions) (objects.Info, error) {
 	if err := checkKey(key); err != nil {
 		return objects.Info{}, fmt.Errorf("local: put: %w", err)
 	}
+	return s.put(ctx, key, r, -1, opts.Progress)
+}
+
+// put is Put of total bytes (-1: unknown) reporting to progress, if set.
+func (s *Store) put(ctx context.Context, key string, r io.Reader, total int64, progress func(objects.Progress)) (objects.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return objects.Info{}, fmt.Errorf("local: put %s: %w", key, err)
 	}
@@ -199,7 +205,11 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, _ objects.PutO
 	}()
 
 	h := sha256.New()
-	n, err := copyCtx(ctx, f, h, r)
+	n, err := copyCtx(ctx, f, h, r, func(done int64) {
+		if progress != nil {
+			progress(objects.Progress{Done: done, Total: total})
+		}
+	})
 	if err != nil {
 		return objects.Info{}, fmt.Errorf("local: put %s: %w", key, err)
 	}
@@ -230,8 +240,9 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, _ objects.PutO
 }
 
 // copyCtx copies r to both f and h, checking ctx between chunks so a
-// cancelled upload stops within one chunk.
-func copyCtx(ctx context.Context, f io.Writer, h io.Writer, r io.Reader) (int64, error) {
+// cancelled upload stops within one chunk. It calls done with the bytes
+// copied so far after each chunk.
+func copyCtx(ctx context.Context, f io.Writer, h io.Writer, r io.Reader, done func(int64)) (int64, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
@@ -247,6 +258,7 @@ func copyCtx(ctx context.Context, f io.Writer, h io.Writer, r io.Reader) (int64,
 			}
 			h.Write(buf[:nr]) // hash.Hash never fails
 			n += int64(nr)
+			done(n)
 		}
 		if rerr == io.EOF {
 			return n, nil
@@ -257,9 +269,10 @@ func copyCtx(ctx context.Context, f io.Writer, h io.Writer, r io.Reader) (int64,
 	}
 }
 
-// PutPath implements objects.Store. The checkpoint is ignored: a local Put
-// completes in one step, so there is nothing to resume.
-func (s *Store) PutPath(ctx context.Context, key, path, _ string, opts objects.PutOptions) (objects.Info, error) {
+// PutPath implements objects.Store. The checkpoint session is ignored and
+// nothing is written to it: a local put completes in one step (temp file,
+// fsync, rename), so there is nothing to resume.
+func (s *Store) PutPath(ctx context.Context, key, path string, _ *checkpoint.Session, opts objects.PutOptions) (objects.Info, error) {
 	if err := checkKey(key); err != nil {
 		return objects.Info{}, fmt.Errorf("local: put: %w", err)
 	}
@@ -268,7 +281,15 @@ func (s *Store) PutPath(ctx context.Context, key, path, _ string, opts objects.P
 		return objects.Info{}, fmt.Errorf("local: put %s: %w", key, err)
 	}
 	defer f.Close()
-	return s.Put(ctx, key, f, opts)
+	fi, err := f.Stat()
+	if err != nil {
+		return objects.Info{}, fmt.Errorf("local: put %s: %w", key, err)
+	}
+	total := int64(-1)
+	if fi.Mode().IsRegular() {
+		total = fi.Size()
+	}
+	return s.put(ctx, key, f, total, opts.Progress)
 }
 
 // PutIfAbsent implements objects.Store. link(2), unlike rename(2), refuses

@@ -1,7 +1,8 @@
 // Package objectstest is the conformance suite for objects.Store backends.
 // Every backend's tests call Run with a constructor for fresh, empty stores,
 // so local and S3 are held to the same contract: atomic publication,
-// cancelled and failed uploads that leave nothing behind, put-if-absent with
-// exactly one winner, range reads, prefix listing in key order, and key
-// validation.
+// cancelled and failed uploads that leave nothing behind, path uploads with
+// and without a checkpoint session (resumed after a cancel), progress
+// reports, put-if-absent with exactly one winner, range reads, prefix
+// listing in key order, and key validation.
 package objectstest

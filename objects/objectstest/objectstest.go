@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/objects/checkpoint"
 	"github.com/lakedata/lake/wire"
 )
 
@@ -35,6 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) objects.Store) {
 		{"PutCancelled", testPutCancelled},
 		{"PutReaderError", testPutReaderError},
 		{"PutPath", testPutPath},
+		{"PutPathResume", testPutPathResume},
 		{"OpenRange", testOpenRange},
 		{"NotFound", testNotFound},
 		{"PutIfAbsent", testPutIfAbsent},
@@ -244,17 +246,121 @@ func testPutPath(t *testing.T, s objects.Store) {
 		t.Fatal(err)
 	}
 	const key = "objects/2026/01/x/upload.bin"
-	in, err := s.PutPath(t.Context(), key, src, filepath.Join(dir, "upload.ckpt"), objects.PutOptions{ContentType: "application/octet-stream"})
+	var pr progressRecorder
+	in, err := s.PutPath(t.Context(), key, src, nil, objects.PutOptions{ContentType: "application/octet-stream", Progress: pr.record})
 	if err != nil {
 		t.Fatalf("PutPath: %v", err)
 	}
 	checkInfo(t, in, key, data)
 	wantContent(t, s, key, data)
+	pr.check(t, int64(len(data)))
 
-	if _, err := s.PutPath(t.Context(), "other", filepath.Join(dir, "missing"), filepath.Join(dir, "c2"), objects.PutOptions{}); err == nil {
+	if _, err := s.PutPath(t.Context(), "other", filepath.Join(dir, "missing"), nil, objects.PutOptions{}); err == nil {
 		t.Fatal("PutPath of a missing file succeeded")
 	}
 	wantNotFound(t, s, "other")
+
+	// With a checkpoint session, whether the backend uses it or not.
+	sess, err := checkpoint.Open(filepath.Join(dir, "checkpoints", "upload.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	const key2 = "objects/2026/01/y/upload.bin"
+	pr = progressRecorder{}
+	in, err = s.PutPath(t.Context(), key2, src, sess, objects.PutOptions{ContentType: "application/octet-stream", Progress: pr.record})
+	if err != nil {
+		t.Fatalf("PutPath with a checkpoint: %v", err)
+	}
+	checkInfo(t, in, key2, data)
+	wantContent(t, s, key2, data)
+	pr.check(t, int64(len(data)))
+	// The same call again, before the caller removes the checkpoint: the
+	// same object (a resumable backend finds its upload completed).
+	in, err = s.PutPath(t.Context(), key2, src, sess, objects.PutOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		t.Fatalf("PutPath with a checkpoint, again: %v", err)
+	}
+	checkInfo(t, in, key2, data)
+	wantContent(t, s, key2, data)
+	if err := sess.Remove(); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := s.PutPath(t.Context(), "other", filepath.Join(dir, "missing"), sess, objects.PutOptions{}); err == nil {
+		t.Fatal("PutPath of a missing file with a checkpoint succeeded")
+	}
+	wantNotFound(t, s, "other")
+}
+
+// A PutPath cancelled from its progress report leaves nothing at the key;
+// the same call with the same checkpoint session then completes it.
+func testPutPathResume(t *testing.T, s objects.Store) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "resume.bin")
+	data := randomBytes(2<<20+7, 7)
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := checkpoint.Open(filepath.Join(dir, "checkpoints", "resume.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	const key = "objects/2026/01/z/resume.bin"
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	_, err = s.PutPath(ctx, key, src, sess, objects.PutOptions{Progress: func(objects.Progress) { cancel() }})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("PutPath cancelled from its progress = %v, want context.Canceled", err)
+	}
+	wantNotFound(t, s, key)
+
+	var pr progressRecorder
+	in, err := s.PutPath(t.Context(), key, src, sess, objects.PutOptions{Progress: pr.record})
+	if err != nil {
+		t.Fatalf("PutPath after the cancelled one: %v", err)
+	}
+	checkInfo(t, in, key, data)
+	wantContent(t, s, key, data)
+	pr.check(t, int64(len(data)))
+	if err := sess.Remove(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// progressRecorder checks the reports of one upload.
+type progressRecorder struct {
+	mu    sync.Mutex
+	calls []objects.Progress
+}
+
+func (r *progressRecorder) record(p objects.Progress) {
+	r.mu.Lock()
+	r.calls = append(r.calls, p)
+	r.mu.Unlock()
+}
+
+// check requires at least one report, Done never decreasing, Total the
+// file's size, and a last report of every byte.
+func (r *progressRecorder) check(t *testing.T, size int64) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.calls) == 0 {
+		t.Fatal("no progress reported")
+	}
+	var done int64
+	for i, p := range r.calls {
+		if p.Done < done || p.Total != size {
+			t.Fatalf("progress report %d: %+v after Done %d, want Total %d", i, p, done, size)
+		}
+		done = p.Done
+	}
+	if done != size {
+		t.Fatalf("last progress report says %d bytes done, want %d", done, size)
+	}
 }
 
 func testOpenRange(t *testing.T, s objects.Store) {
@@ -507,7 +613,7 @@ func testInvalidKeys(t *testing.T, s objects.Store) {
 		}
 		_, err := s.Put(ctx, key, bytes.NewReader([]byte("x")), objects.PutOptions{})
 		check("Put", err)
-		_, err = s.PutPath(ctx, key, src, src+".ckpt", objects.PutOptions{})
+		_, err = s.PutPath(ctx, key, src, nil, objects.PutOptions{})
 		check("PutPath", err)
 		check("PutIfAbsent", s.PutIfAbsent(ctx, key, []byte("x")))
 		rc, err := s.Open(ctx, key, 0, -1)

@@ -17,7 +17,14 @@
 // starts: always for single-request objects and PutPath; not for a multipart
 // Put from a stream, whose sum is known only at the end (Info.SHA256 still
 // has it). A failed or cancelled multipart upload is aborted, so neither a
-// partial object nor its parts remain.
+// partial object nor its parts remain — except a resumable one.
+//
+// PutPath with a checkpoint session is resumable (DESIGN §7, resume.go):
+// a multipart upload whose checkpoint is saved before the first part and
+// after each one, checked against S3 (ListParts) and the file (every
+// finished part re-hashed) when resumed, and never aborted on failure, so
+// the next PutPath with the same session sends only the missing parts.
+// Store.Cancel aborts one for good (`lake uploads cancel`).
 //
 // PutIfAbsent is PutObject with If-None-Match: *; S3 answers 412 when the
 // key exists, which becomes objects.ErrExists. The store does not offer
@@ -25,6 +32,5 @@
 // part, complete), a longer critical path than two plain PUTs in a row.
 //
 // The multipart steps (create, upload part, list parts, complete, abort) are
-// separate small methods so resumable uploads (DESIGN §7) can be built from
-// them.
+// separate small methods; resumable uploads are built from them.
 package s3

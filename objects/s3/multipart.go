@@ -161,7 +161,7 @@ func (s *Store) abortMultipart(ctx context.Context, k, uploadID string) {
 // s.concurrency buffers is free, so no more than that many parts are held.
 // On any failure, or when ctx ends, the upload is aborted after every part
 // request has returned.
-func (s *Store) uploadMultipart(ctx context.Context, k string, src *source, first []byte, partSize int64, opts objects.PutOptions, wantSHA string) (objects.Info, error) {
+func (s *Store) uploadMultipart(ctx context.Context, k string, src *source, first []byte, partSize int64, opts objects.PutOptions, wantSHA string, tr *tracker) (objects.Info, error) {
 	// From a stream, the object's SHA-256 is known only after the last
 	// part, too late for metadata, which is fixed at creation.
 	id, err := s.createMultipart(ctx, k, opts.ContentType, wantSHA)
@@ -176,7 +176,7 @@ func (s *Store) uploadMultipart(ctx context.Context, k string, src *source, firs
 		}
 	}()
 
-	parts, err := s.uploadParts(ctx, k, id, src, first, partSize)
+	parts, err := s.uploadParts(ctx, k, id, src, first, partSize, tr)
 	if err != nil {
 		return objects.Info{}, err
 	}
@@ -198,7 +198,7 @@ func (s *Store) uploadMultipart(ctx context.Context, k string, src *source, firs
 // uploadParts runs the read/upload pipeline of uploadMultipart and returns
 // the parts in order once all are uploaded, or the first error (the
 // reader's, a part's, or ctx's) once every part request has returned.
-func (s *Store) uploadParts(ctx context.Context, k, uploadID string, src *source, first []byte, partSize int64) ([]part, error) {
+func (s *Store) uploadParts(ctx context.Context, k, uploadID string, src *source, first []byte, partSize int64, tr *tracker) ([]part, error) {
 	uctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
@@ -219,6 +219,7 @@ func (s *Store) uploadParts(ctx context.Context, k, uploadID string, src *source
 			mu.Lock()
 			parts = append(parts, p)
 			mu.Unlock()
+			tr.add(p.Size)
 		})
 	}
 	send(1, first[:cap(first)], len(first))

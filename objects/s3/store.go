@@ -26,6 +26,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/objects/checkpoint"
 	"github.com/lakedata/lake/wire"
 )
 
@@ -181,13 +182,24 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts objects.P
 // PutPath implements objects.Store. It reads the file twice: once to hash
 // it, so the object's metadata carries its SHA-256 from the first request,
 // and once to upload it; the upload fails if the bytes changed in between.
-// The checkpoint is not used yet: an interrupted upload starts over.
-func (s *Store) PutPath(ctx context.Context, key, path, _ string, opts objects.PutOptions) (objects.Info, error) {
+//
+// With a checkpoint session cp the upload is resumable (see resume.go and
+// DESIGN §7): always a multipart upload, recorded in the checkpoint before
+// its first part and after every part, and neither aborted on failure nor
+// cancellation (an empty file, which has nothing to resume, is one
+// PutObject and leaves no checkpoint). Without a session, an interrupted
+// upload is aborted and starts over next time.
+func (s *Store) PutPath(ctx context.Context, key, path string, cp *checkpoint.Session, opts objects.PutOptions) (objects.Info, error) {
 	k, err := s.objectKey(key)
 	if err != nil {
 		return objects.Info{}, fmt.Errorf("s3: put: %w", err)
 	}
-	in, err := s.putPath(ctx, k, path, opts)
+	var in objects.Info
+	if cp != nil {
+		in, err = s.putResumable(ctx, k, path, cp, opts)
+	} else {
+		in, err = s.putPath(ctx, k, path, opts)
+	}
 	if err != nil {
 		return objects.Info{}, fail(ctx, "put", key, err)
 	}
@@ -215,7 +227,37 @@ func (s *Store) putPath(ctx context.Context, k, path string, opts objects.PutOpt
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return objects.Info{}, err
 	}
+	if report := opts.Progress; report != nil {
+		size := fi.Size()
+		opts.Progress = func(p objects.Progress) {
+			p.Total = size
+			report(p)
+		}
+	}
 	return s.upload(ctx, k, f, opts, hex.EncodeToString(h.Sum(nil)), partSizeFor(s.partSize, fi.Size()))
+}
+
+// tracker serializes the progress reports of one upload.
+type tracker struct {
+	mu      sync.Mutex
+	report  func(objects.Progress) // nil: no reports
+	done    int64
+	total   int64
+	resumed int
+}
+
+func newTracker(report func(objects.Progress), total int64) *tracker {
+	return &tracker{report: report, total: total}
+}
+
+// add counts n more bytes stored and reports.
+func (t *tracker) add(n int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.done += n
+	if t.report != nil {
+		t.report(objects.Progress{Done: t.done, Total: t.total, ResumedParts: t.resumed})
+	}
 }
 
 // partSizeFor raises partSize, in whole MiB, until size fits in MaxParts.
@@ -262,6 +304,7 @@ func (s *Store) upload(ctx context.Context, k string, r io.Reader, opts objects.
 		return objects.Info{}, err
 	}
 	src := &source{r: r, hash: sha256.New()}
+	tr := newTracker(opts.Progress, -1)
 
 	bp := smallPool.Get().(*[]byte)
 	defer smallPool.Put(bp)
@@ -271,7 +314,7 @@ func (s *Store) upload(ctx context.Context, k string, r io.Reader, opts objects.
 		return objects.Info{}, err
 	}
 	if src.eof {
-		return s.uploadSingle(ctx, k, small[:n], src, opts, wantSHA)
+		return s.uploadSingle(ctx, k, small[:n], src, opts, wantSHA, tr)
 	}
 
 	buf := s.getPartBuf(partSize)
@@ -284,13 +327,13 @@ func (s *Store) upload(ctx context.Context, k string, r io.Reader, opts objects.
 	}
 	if src.eof {
 		defer s.putPartBuf(buf)
-		return s.uploadSingle(ctx, k, buf[:n], src, opts, wantSHA)
+		return s.uploadSingle(ctx, k, buf[:n], src, opts, wantSHA, tr)
 	}
-	return s.uploadMultipart(ctx, k, src, buf[:n], partSize, opts, wantSHA)
+	return s.uploadMultipart(ctx, k, src, buf[:n], partSize, opts, wantSHA, tr)
 }
 
 // uploadSingle sends an object that src has yielded completely.
-func (s *Store) uploadSingle(ctx context.Context, k string, data []byte, src *source, opts objects.PutOptions, wantSHA string) (objects.Info, error) {
+func (s *Store) uploadSingle(ctx context.Context, k string, data []byte, src *source, opts objects.PutOptions, wantSHA string, tr *tracker) (objects.Info, error) {
 	sum := src.sum()
 	hexSum := hex.EncodeToString(sum)
 	if wantSHA != "" && hexSum != wantSHA {
@@ -300,6 +343,7 @@ func (s *Store) uploadSingle(ctx context.Context, k string, data []byte, src *so
 	if err != nil {
 		return objects.Info{}, err
 	}
+	tr.add(src.n)
 	return published(src.n, hexSum, etag), nil
 }
 
