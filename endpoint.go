@@ -16,8 +16,9 @@ const defaultEndpoint = "grpc://127.0.0.1:50051"
 // endpoint. The token comes only from LAKE_TOKEN: a flag would show it in
 // the process list and the shell history.
 type endpointOptions struct {
-	endpoint string
-	tlsCA    string
+	endpoint      string
+	tlsCA         string
+	checkpointDir string
 }
 
 func (o *endpointOptions) addFlags(cmd *cobra.Command) {
@@ -28,6 +29,7 @@ func (o *endpointOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.endpoint, "endpoint", def, "lake endpoint: grpc://host:port, grpc+tls://host:port or host:port (env LAKE_ENDPOINT)")
 	f.StringVar(&o.tlsCA, "tls-ca", "", "PEM file of the CAs to trust for a grpc+tls endpoint (default: the system roots)")
+	f.StringVar(&o.checkpointDir, "checkpoint-dir", "", "where resumable uploads keep their checkpoints (default $XDG_STATE_HOME/lake/uploads or ~/.local/state/lake/uploads)")
 }
 
 // connect opens a client; the caller closes it.
@@ -37,6 +39,9 @@ func (o *endpointOptions) connect(ctx context.Context, g *globalOptions) (*clien
 		return nil, err
 	}
 	opts := []client.Option{client.WithLogger(logger), client.WithTLSCA(o.tlsCA)}
+	if o.checkpointDir != "" {
+		opts = append(opts, client.WithCheckpointDir(o.checkpointDir))
+	}
 	if tok := os.Getenv("LAKE_TOKEN"); tok != "" {
 		opts = append(opts, client.WithToken(tok))
 	}

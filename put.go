@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakedata/lake/client"
+	"github.com/lakedata/lake/objects"
 )
 
 // putOptions are the flags of `lake put`.
@@ -23,12 +25,19 @@ type putOptions struct {
 	name        string
 	contentType string
 	json        bool
+	noProgress  bool
+
+	// Where progress goes (stderr) and whether it is a terminal; set by
+	// the command, nil in tests that do not want it.
+	progressOut io.Writer
+	progressTTY bool
 }
 
 func (o *putOptions) addFlags(cmd *cobra.Command) {
 	o.endpointOptions.addFlags(cmd)
 	f := cmd.Flags()
 	f.StringVarP(&o.table, "table", "t", "", "table to add the rows to (required)")
+	f.BoolVar(&o.noProgress, "no-progress", false, "do not report upload progress on standard error")
 	// StringArray, not StringSlice: a value may contain commas.
 	f.StringArrayVar(&o.set, "set", nil, "fill column COL with VALUE, as COL=VALUE (repeatable)")
 	f.StringVar(&o.name, "name", "", "name of the file (default: its base name; required for -)")
@@ -69,6 +78,9 @@ object per line.` + endpointHelp,
 				return err
 			}
 			defer c.Close()
+			if !o.noProgress {
+				o.progressOut, o.progressTTY = cmd.ErrOrStderr(), isTerminal(os.Stderr)
+			}
 			return runPut(cmd.Context(), c, o, set, args, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
@@ -149,12 +161,24 @@ func runPut(ctx context.Context, c *client.Client, o *putOptions, set map[string
 	put := func() error {
 		for _, p := range paths {
 			po := client.PutOptions{Name: o.name, Set: set, ContentType: o.contentType}
+			var bar *progress
+			if o.progressOut != nil {
+				name := o.name
+				if name == "" {
+					name = filepath.Base(p)
+				}
+				bar = newProgress(o.progressOut, o.progressTTY, name)
+				po.Progress = func(pr objects.Progress) { bar.update(pr.Done, pr.Total, pr.ResumedParts) }
+			}
 			var res *client.PutResult
 			var err error
 			if p == "-" {
 				res, err = c.PutReader(ctx, o.table, o.name, stdin, po)
 			} else {
 				res, err = c.PutFile(ctx, o.table, p, po)
+			}
+			if bar != nil {
+				bar.finish()
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", p, err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/objects/checkpoint"
 	"github.com/lakedata/lake/objects/local"
 	"github.com/lakedata/lake/objects/stageopen"
 	"github.com/lakedata/lake/wire"
@@ -57,9 +58,10 @@ func WithTLSCA(path string) Option { return func(c *config) { c.tlsCA = path } }
 // WithLogger sets the logger; the default discards.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-// WithCheckpointDir sets where resumable uploads keep their checkpoints
-// (DESIGN §7). The default is <user cache dir>/lake/checkpoints. The stage
-// backend creates it when it needs it; the local stage never does.
+// WithCheckpointDir sets where uploads keep their checkpoints (DESIGN §7).
+// The default is the user's state directory
+// ($XDG_STATE_HOME/lake/uploads or ~/.local/state/lake/uploads), the one
+// `lake uploads ls` reads; it is created when a put first needs it.
 func WithCheckpointDir(dir string) Option { return func(c *config) { c.checkpointDir = dir } }
 
 // Connect dials endpoint (grpc://host:port, grpc+tcp://, grpc+tls:// or a
@@ -71,10 +73,10 @@ func Connect(ctx context.Context, endpoint string, opts ...Option) (*Client, err
 		o(&cfg)
 	}
 	if cfg.checkpointDir == "" {
-		// No cache dir (no $HOME) only matters to resumable backends: an
-		// empty checkpoint means "not resumable".
-		if dir, err := os.UserCacheDir(); err == nil {
-			cfg.checkpointDir = filepath.Join(dir, "lake", "checkpoints")
+		// No state dir (no $HOME) makes uploads not resumable, nothing
+		// worse: an empty checkpoint dir means "no checkpoint".
+		if dir, err := checkpoint.DefaultDir(); err == nil {
+			cfg.checkpointDir = dir
 		}
 	}
 	fc, err := flightrpc.DialEndpoint(endpoint, flightrpc.DialOptions{Token: cfg.token, TLSCAFile: cfg.tlsCA})
