@@ -58,6 +58,7 @@ the stage, then commit one small metadata row.`,
 	root.AddCommand(newSQLCommand(g))
 	root.AddCommand(newTableCommand(g))
 	root.AddCommand(newGetCommand(g))
+	root.AddCommand(newUploadsCommand(g))
 	return root
 }
 

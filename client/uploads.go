@@ -1,0 +1,86 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/lakedata/lake/objects/checkpoint"
+)
+
+// ErrNoUpload: no pending upload of that file is known.
+var ErrNoUpload = errors.New("no pending upload of this file")
+
+// ListUploads lists the checkpoints of pending uploads in dir (the client's
+// checkpoint directory when dir is ""): interrupted puts that the same
+// `lake put` resumes, and puts running now (Locked).
+func ListUploads(dir string) ([]checkpoint.Entry, error) {
+	if dir == "" {
+		d, err := checkpoint.DefaultDir()
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	}
+	return checkpoint.List(dir)
+}
+
+// canceler is a stage that can abort a resumable upload (S3).
+type canceler interface {
+	Cancel(ctx context.Context, cp *checkpoint.Checkpoint) error
+}
+
+// CancelUpload gives up the pending uploads of the file at path (one per
+// table it was being put into): for each it takes the checkpoint's lock,
+// checks the upload belongs to this client's stage, aborts the multipart
+// upload and removes the checkpoint. It returns the number cancelled. An
+// upload that is running now fails with checkpoint.ErrInProgress.
+func (c *Client) CancelUpload(ctx context.Context, path string) (int, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return 0, err
+	}
+	if canon, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = canon // the file may be gone; then its path as given
+	}
+	entries, err := ListUploads(c.checkpointDir)
+	if err != nil {
+		return 0, fmt.Errorf("client: list uploads: %w", err)
+	}
+	n := 0
+	for _, e := range entries {
+		if e.Checkpoint == nil || e.Checkpoint.Source.Path != abs {
+			continue
+		}
+		if err := c.cancelOne(ctx, e.Path); err != nil {
+			return n, fmt.Errorf("client: cancel the upload of %s: %w", path, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("client: %s: %w", path, ErrNoUpload)
+	}
+	return n, nil
+}
+
+// cancelOne: load and lock → validate the binding → abort → remove.
+func (c *Client) cancelOne(ctx context.Context, cpPath string) error {
+	sess, err := checkpoint.Open(cpPath)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	cp, err := sess.Load()
+	if err != nil {
+		return err
+	}
+	cn, ok := c.store.(canceler)
+	if !ok {
+		return fmt.Errorf("the stage %s has no resumable uploads to cancel", c.stage.GetRootUri())
+	}
+	if err := cn.Cancel(ctx, cp); err != nil {
+		return err
+	}
+	return sess.Remove()
+}
