@@ -36,8 +36,8 @@ type cliFixture struct {
 
 func newCLIFixture(t *testing.T) *cliFixture {
 	t.Helper()
-	// The client's default checkpoint dir lives under the user cache dir.
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	// The client's default checkpoint dir lives under the user state dir.
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	t.Setenv("LAKE_TOKEN", "")
 	root := t.TempDir()
 	stageDir := filepath.Join(root, "stage")

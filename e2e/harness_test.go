@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	lakeBin = filepath.Join(dir, "lake")
+	// Upload checkpoints of the CLI processes stay out of the user's state
+	// directory.
+	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
 	build := exec.Command("go", "build", "-tags", "duckdb_arrow", "-o", lakeBin, "..")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
