@@ -5,17 +5,12 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"io"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/lakedata/lake/internal/s3test"
+	"github.com/lakedata/lake/internal/tcpproxy"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/checkpoint"
 )
@@ -79,85 +75,13 @@ func TestResumableWiring(t *testing.T) {
 	}
 }
 
-// countingProxy forwards TCP connections to an S3 endpoint and counts the
-// bytes the client sends.
-type countingProxy struct {
-	URL  string // http://127.0.0.1:PORT
-	sent atomic.Int64
-
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
-}
-
-func startProxy(t *testing.T, endpoint string) *countingProxy {
-	t.Helper()
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &countingProxy{URL: "http://" + ln.Addr().String(), ln: ln}
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", u.Host)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			p.wg.Go(func() {
-				io.Copy(counted{up, &p.sent}, c)
-				up.Close()
-			})
-			p.wg.Go(func() {
-				io.Copy(c, up)
-				c.Close()
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
-	return p
-}
-
-// counted counts the bytes written through it as they pass (io.Copy's own
-// count would arrive only when a kept-alive connection ends).
-type counted struct {
-	w io.Writer
-	n *atomic.Int64
-}
-
-func (c counted) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n.Add(int64(n))
-	return n, err
-}
-
 // resumeFixture is a store with 5 MiB parts behind a counting proxy, a
 // file and a checkpoint session for it.
 type resumeFixture struct {
 	s      *Store
 	direct *s3.Client // to the gateway, not counted
 	bucket string
-	proxy  *countingProxy
+	proxy  *tcpproxy.Proxy
 	path   string
 	data   []byte
 	sess   *checkpoint.Session
@@ -167,9 +91,9 @@ type resumeFixture struct {
 func newResumeFixture(t *testing.T, size int, seed byte, conc int) *resumeFixture {
 	t.Helper()
 	srv := s3test.Shared(t)
-	proxy := startProxy(t, srv.Endpoint)
+	proxy := tcpproxy.Start(t, strings.TrimPrefix(srv.Endpoint, "http://"))
 	s, _, bucket := newStore(t, func(c *Config) {
-		c.Endpoint = proxy.URL
+		c.Endpoint = "http://" + proxy.Addr
 		c.PartSize = MinPartSize
 		c.Concurrency = conc
 	})
@@ -267,7 +191,7 @@ func TestResumableUploadReusesCompletedParts(t *testing.T) {
 		resumedBytes += p.Length
 	}
 
-	f.proxy.sent.Store(0)
+	f.proxy.Reset()
 	var last objects.Progress
 	in, err := f.s.PutPath(t.Context(), key, f.path, f.sess, objects.PutOptions{
 		ContentType: "application/x-test",
@@ -276,7 +200,7 @@ func TestResumableUploadReusesCompletedParts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("resumed PutPath: %v", err)
 	}
-	sent := f.proxy.sent.Load()
+	sent := f.proxy.Sent()
 	rest := int64(len(f.data)) - resumedBytes
 	t.Logf("resumed %d parts (%d bytes); sent %d bytes for the remaining %d", len(cp.Parts), resumedBytes, sent, rest)
 	// The last write may not be counted yet when the response is back.
@@ -300,11 +224,11 @@ func TestResumableUploadReusesCompletedParts(t *testing.T) {
 	}
 
 	// Once more: the completed upload is found by a HEAD, nothing is sent.
-	f.proxy.sent.Store(0)
+	f.proxy.Reset()
 	if in, err := f.s.PutPath(t.Context(), key, f.path, f.sess, objects.PutOptions{}); err != nil || in.SHA256 != hexSHA(f.data) {
 		t.Fatalf("PutPath of a completed upload: %+v, %v", in, err)
 	}
-	if sent := f.proxy.sent.Load(); sent > 16<<10 {
+	if sent := f.proxy.Sent(); sent > 16<<10 {
 		t.Errorf("PutPath of a completed upload sent %d bytes", sent)
 	}
 }
@@ -352,12 +276,12 @@ func TestResumableUploadRejectsChangedSource(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rewrite(tc.data)
-			f.proxy.sent.Store(0)
+			f.proxy.Reset()
 			_, err := f.s.PutPath(t.Context(), key, f.path, f.sess, objects.PutOptions{})
 			if !errors.Is(err, checkpoint.ErrSourceChanged) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("PutPath of a changed file = %v, want checkpoint.ErrSourceChanged (%s)", err, tc.want)
 			}
-			if sent := f.proxy.sent.Load(); sent > tc.maxBytes {
+			if sent := f.proxy.Sent(); sent > tc.maxBytes {
 				t.Errorf("sent %d bytes, want at most %d", sent, tc.maxBytes)
 			}
 			f.wantNoObject(t, key)
@@ -381,12 +305,12 @@ func TestResumableUploadRejectsPartMismatch(t *testing.T) {
 	if err := f.sess.Save(&tampered); err != nil {
 		t.Fatal(err)
 	}
-	f.proxy.sent.Store(0)
+	f.proxy.Reset()
 	_, err := f.s.PutPath(t.Context(), key, f.path, f.sess, objects.PutOptions{})
 	if !errors.Is(err, ErrPartMismatch) || !strings.Contains(err.Error(), "part 1 has another ETag") {
 		t.Fatalf("PutPath with a tampered ETag = %v, want ErrPartMismatch", err)
 	}
-	if sent := f.proxy.sent.Load(); sent > 16<<10 {
+	if sent := f.proxy.Sent(); sent > 16<<10 {
 		t.Errorf("sent %d bytes, want no part", sent)
 	}
 	f.wantNoObject(t, key)
@@ -419,7 +343,7 @@ func TestResumableUploadAdoptsCompletedObject(t *testing.T) {
 	if err := f.sess.Save(before); err != nil { // the checkpoint as of the crash
 		t.Fatal(err)
 	}
-	f.proxy.sent.Store(0)
+	f.proxy.Reset()
 	again, err := f.s.PutPath(t.Context(), key, f.path, f.sess, objects.PutOptions{})
 	if err != nil {
 		t.Fatalf("PutPath after Complete without its checkpoint: %v", err)
@@ -427,7 +351,7 @@ func TestResumableUploadAdoptsCompletedObject(t *testing.T) {
 	if again.SHA256 != in.SHA256 || again.Size != in.Size || again.ETag != in.ETag {
 		t.Errorf("adopted %+v, uploaded %+v", again, in)
 	}
-	if sent := f.proxy.sent.Load(); sent > 16<<10 {
+	if sent := f.proxy.Sent(); sent > 16<<10 {
 		t.Errorf("adopting sent %d bytes, want no upload", sent)
 	}
 	if cp, err := f.sess.Load(); err != nil || !cp.Completed {

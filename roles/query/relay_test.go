@@ -8,10 +8,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,73 +18,19 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/internal/tcpproxy"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
-
-// countingProxy forwards TCP connections to target and counts the bytes
-// clients send through it.
-type countingProxy struct {
-	lis  net.Listener
-	sent atomic.Int64
-	wg   sync.WaitGroup
-}
-
-// countWriter counts as it writes, so a live connection is counted too.
-type countWriter struct {
-	w io.Writer
-	n *atomic.Int64
-}
-
-func (c countWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n.Add(int64(n))
-	return n, err
-}
-
-func newCountingProxy(t *testing.T, target string) *countingProxy {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &countingProxy{lis: lis}
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.wg.Add(2)
-			go func() {
-				defer p.wg.Done()
-				io.Copy(countWriter{up, &p.sent}, c)
-				up.Close()
-			}()
-			go func() {
-				defer p.wg.Done()
-				io.Copy(c, up)
-				c.Close()
-			}()
-		}
-	}()
-	t.Cleanup(func() { lis.Close(); p.wg.Wait() })
-	return p
-}
 
 // The bytes of a file go to the stage; only its metadata row travels
 // through the query endpoint, which relays it to meta without decoding it.
 func TestFileAppendIsForwardedWithoutPayloadProxying(t *testing.T) {
 	l := newLake(t)
 	l.createTable("clips", wire.DefaultSchema())
-	proxy := newCountingProxy(t, l.query.Addr().String())
-	fc, err := flightrpc.Dial(proxy.lis.Addr().String())
+	proxy := tcpproxy.Start(t, l.query.Addr().String())
+	fc, err := flightrpc.Dial(proxy.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,12 +49,12 @@ func TestFileAppendIsForwardedWithoutPayloadProxying(t *testing.T) {
 	v := wire.FileValue{Key: key, Size: size, SHA256: hex.EncodeToString(sum[:])}
 	rec := oneFileRow("big.bin", v)
 	defer rec.Release()
-	before := proxy.sent.Load()
+	before := proxy.Sent()
 	res, err := flightrpc.Append(ctx, fc, &lakepb.Append{Table: "clips", CommitId: "big-1"}, rec.Schema(), []arrow.RecordBatch{rec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sent := proxy.sent.Load() - before
+	sent := proxy.Sent() - before
 	if res.Version != 1 || res.Rows != 1 {
 		t.Fatalf("append result %v", res)
 	}
