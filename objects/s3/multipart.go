@@ -205,12 +205,12 @@ func (s *Store) uploadParts(ctx context.Context, k, uploadID string, src *source
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		parts []part
-		free  = make(chan []byte, s.concurrency) // buffers of finished parts
-		held  = 1                                // buffers in use or in free
+		bufs  = s.newPartBuffers(partSize, 1) // first is already held
 	)
+	defer bufs.release()
 	send := func(num int32, buf []byte, n int) {
 		wg.Go(func() {
-			defer func() { free <- buf }()
+			defer bufs.put(buf)
 			p, err := s.uploadPart(uctx, k, uploadID, num, buf[:n])
 			if err != nil {
 				cancel(err)
@@ -228,36 +228,23 @@ func (s *Store) uploadParts(ctx context.Context, k, uploadID string, src *source
 			cancel(fmt.Errorf("object exceeds %d parts of %d bytes", MaxParts, partSize))
 			break
 		}
-		var buf []byte
-		if held < s.concurrency {
-			buf = s.getPartBuf(partSize)
-			held++
-		} else {
-			select {
-			case buf = <-free:
-			case <-uctx.Done():
-			}
-		}
+		buf := bufs.get(uctx)
 		if buf == nil {
 			break
 		}
 		n, err := src.fill(uctx, buf)
 		if err != nil {
 			cancel(err)
-			free <- buf
+			bufs.put(buf)
 			break
 		}
 		if n == 0 { // cannot happen: a part is sent only when more data is known to follow
-			free <- buf
+			bufs.put(buf)
 			break
 		}
 		send(num, buf, n)
 	}
 	wg.Wait()
-	close(free)
-	for buf := range free {
-		s.putPartBuf(buf)
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -257,21 +257,12 @@ func (r *resumable) uploadMissing(ctx context.Context) error {
 	defer cancel(nil)
 	var (
 		wg    sync.WaitGroup
-		free  = make(chan []byte, s.concurrency) // buffers of finished parts
-		held  int                                // buffers in use or in free
+		bufs  = s.newPartBuffers(partSize, 0)
 		whole = sha256.New()
 	)
+	defer bufs.release()
 	for num := int32(1); num <= n && uctx.Err() == nil; num++ {
-		var buf []byte
-		if held < s.concurrency {
-			buf = s.getPartBuf(partSize)
-			held++
-		} else {
-			select {
-			case buf = <-free:
-			case <-uctx.Done():
-			}
-		}
+		buf := bufs.get(uctx)
 		if buf == nil {
 			break
 		}
@@ -279,13 +270,13 @@ func (r *resumable) uploadMissing(ctx context.Context) error {
 		data := buf[:min(partSize, size-off)]
 		if err := readPart(r.f, data, off); err != nil {
 			cancel(err)
-			free <- buf
+			bufs.put(buf)
 			break
 		}
 		whole.Write(data)
 		if want, ok := finished[num]; ok {
 			sum := sha256.Sum256(data)
-			free <- buf
+			bufs.put(buf)
 			if hex.EncodeToString(sum[:]) != want {
 				cancel(fmt.Errorf("%w: part %d changed", checkpoint.ErrSourceChanged, num))
 				break
@@ -294,17 +285,13 @@ func (r *resumable) uploadMissing(ctx context.Context) error {
 			continue
 		}
 		wg.Go(func() {
-			defer func() { free <- buf }()
+			defer bufs.put(buf)
 			if err := r.sendPart(uctx, num, data); err != nil {
 				cancel(err)
 			}
 		})
 	}
 	wg.Wait()
-	close(free)
-	for buf := range free {
-		s.putPartBuf(buf)
-	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

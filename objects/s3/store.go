@@ -151,6 +151,46 @@ func (s *Store) objectKey(key string) (string, error) {
 	return s.prefix + key, nil
 }
 
+// partBuffers hands out at most the store's concurrency of part buffers
+// at a time: an upload holds at most concurrency × part size of memory.
+// Buffers come back through put when a part is done and go to the pool on
+// release, after every part has returned.
+type partBuffers struct {
+	s    *Store
+	size int64
+	held int         // buffers handed out or waiting in free
+	free chan []byte // buffers of finished parts
+}
+
+func (s *Store) newPartBuffers(size int64, held int) *partBuffers {
+	return &partBuffers{s: s, size: size, held: held, free: make(chan []byte, s.concurrency)}
+}
+
+// get returns a buffer, waiting for a finished part's when all are out;
+// nil once ctx ends.
+func (p *partBuffers) get(ctx context.Context) []byte {
+	if p.held < p.s.concurrency {
+		p.held++
+		return p.s.getPartBuf(p.size)
+	}
+	select {
+	case b := <-p.free:
+		return b
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+func (p *partBuffers) put(b []byte) { p.free <- b }
+
+// release returns every buffer to the pool; call it after all parts ended.
+func (p *partBuffers) release() {
+	close(p.free)
+	for b := range p.free {
+		p.s.putPartBuf(b)
+	}
+}
+
 func (s *Store) getPartBuf(size int64) []byte {
 	if size == s.partSize {
 		return *s.parts.Get().(*[]byte)
