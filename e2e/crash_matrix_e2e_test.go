@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/lakedata/lake/internal/s3test"
+	"github.com/lakedata/lake/internal/tcpproxy"
 	"github.com/lakedata/lake/objects/checkpoint"
 )
 
@@ -28,7 +29,7 @@ import (
 type crashRig struct {
 	gw       *s3test.Server
 	bucket   string
-	proxy    *s3Proxy
+	proxy    *tcpproxy.Proxy
 	endpoint string
 }
 
@@ -37,10 +38,10 @@ func newCrashRig(t *testing.T) *crashRig {
 	gw := s3test.Start(t)
 	gw.SetEnv(t)
 	bucket := gw.NewBucket(t)
-	proxy := newS3Proxy(t, strings.TrimPrefix(gw.Endpoint, "http://"))
+	proxy := tcpproxy.Start(t, strings.TrimPrefix(gw.Endpoint, "http://"))
 	p := startLake(t, "serve", "--listen", "127.0.0.1:0", "--meta-listen", "127.0.0.1:0",
 		"--data-dir", filepath.Join(t.TempDir(), "data"), "--stage", "s3://"+bucket+"/lake",
-		"--s3-endpoint", "http://"+proxy.lis.Addr().String())
+		"--s3-endpoint", "http://"+proxy.Addr)
 	return &crashRig{gw: gw, bucket: bucket, proxy: proxy, endpoint: "grpc://" + p.Addr()}
 }
 
@@ -126,7 +127,7 @@ func (r *crashRig) killAfterSent(t *testing.T, threshold int64, args []string) {
 	cmd := exec.Command(lakeBin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	start := r.proxy.sent.Load()
+	start := r.proxy.Sent()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -138,13 +139,13 @@ func (r *crashRig) killAfterSent(t *testing.T, threshold int64, args []string) {
 	for {
 		select {
 		case err := <-exited:
-			t.Fatalf("the put exited (%v) before sending %d bytes (sent %d):\n%s", err, threshold, r.proxy.sent.Load()-start, out.String())
+			t.Fatalf("the put exited (%v) before sending %d bytes (sent %d):\n%s", err, threshold, r.proxy.Sent()-start, out.String())
 		case <-deadline:
 			cmd.Process.Kill()
 			<-exited
-			t.Fatalf("the put sent only %d of %d bytes in 60s:\n%s", r.proxy.sent.Load()-start, threshold, out.String())
+			t.Fatalf("the put sent only %d of %d bytes in 60s:\n%s", r.proxy.Sent()-start, threshold, out.String())
 		case <-tick.C:
-			if sent := r.proxy.sent.Load() - start; sent >= threshold {
+			if sent := r.proxy.Sent() - start; sent >= threshold {
 				if err := cmd.Process.Kill(); err != nil {
 					t.Fatal(err)
 				}
@@ -207,12 +208,12 @@ func TestPutCrashMatrixEndsInOneRow(t *testing.T) {
 			t.Logf("checkpoint before the rerun: %d parts of %d bytes, completed %v, commit id %q",
 				len(cp.Parts), cp.PartSize, cp.Completed, cp.CommitID)
 
-			before := r.proxy.sent.Load()
+			before := r.proxy.Sent()
 			out, err := runLakeEnv(t, nil, r.putArgs(file, table, cpDir, "--json")...)
 			if err != nil {
 				t.Fatalf("the rerun failed: %v\n%s", err, out)
 			}
-			resent := r.proxy.sent.Load() - before
+			resent := r.proxy.Sent() - before
 			var limit int64
 			switch tc.bound {
 			case missingParts:
@@ -280,12 +281,12 @@ func TestPutOfChangedSourceIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	before := r.proxy.sent.Load()
+	before := r.proxy.Sent()
 	out, err := runLakeEnv(t, nil, args...)
 	if err == nil {
 		t.Fatalf("the put of the changed file succeeded:\n%s", out)
 	}
-	if resent := r.proxy.sent.Load() - before; resent >= 1<<20 {
+	if resent := r.proxy.Sent() - before; resent >= 1<<20 {
 		t.Errorf("the refused put sent %d bytes to S3", resent)
 	} else {
 		t.Logf("the refused put sent %d bytes to S3", resent)

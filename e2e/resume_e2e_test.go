@@ -6,66 +6,18 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/lakedata/lake/internal/s3test"
+	"github.com/lakedata/lake/internal/tcpproxy"
 )
-
-// s3Proxy forwards to the gateway and counts the bytes clients send to it.
-type s3Proxy struct {
-	lis  net.Listener
-	sent atomic.Int64
-	wg   sync.WaitGroup
-}
-
-type counted struct {
-	w io.Writer
-	n *atomic.Int64
-}
-
-func (c counted) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n.Add(int64(n))
-	return n, err
-}
-
-func newS3Proxy(t *testing.T, target string) *s3Proxy {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &s3Proxy{lis: lis}
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); io.Copy(counted{up, &p.sent}, c); up.Close() }()
-			go func() { defer p.wg.Done(); io.Copy(c, up); c.Close() }()
-		}
-	}()
-	t.Cleanup(func() { lis.Close(); p.wg.Wait() })
-	return p
-}
 
 // runLakeEnv runs the CLI with extra environment and returns its output
 // and error (a killed process is an error).
@@ -89,11 +41,11 @@ func TestPutResumesAfterSIGKILLAndCancelAborts(t *testing.T) {
 	gw.SetEnv(t)
 	bucket := gw.NewBucket(t)
 	host := strings.TrimPrefix(gw.Endpoint, "http://")
-	proxy := newS3Proxy(t, host)
+	proxy := tcpproxy.Start(t, host)
 	dir := t.TempDir()
 	p := startLake(t, "serve", "--listen", "127.0.0.1:0", "--meta-listen", "127.0.0.1:0",
 		"--data-dir", filepath.Join(dir, "data"), "--stage", "s3://"+bucket+"/lake",
-		"--s3-endpoint", "http://"+proxy.lis.Addr().String())
+		"--s3-endpoint", "http://"+proxy.Addr)
 	endpoint := "grpc://" + p.Addr()
 	cpDir := filepath.Join(dir, "checkpoints")
 	common := []string{"--endpoint", endpoint, "--checkpoint-dir", cpDir}
@@ -111,12 +63,12 @@ func TestPutResumesAfterSIGKILLAndCancelAborts(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the armed put survived:\n%s", out)
 	}
-	before := proxy.sent.Load()
+	before := proxy.Sent()
 	out, err = runLakeEnv(t, nil, append([]string{"put", file, "--table", "models", "--json", "--no-progress"}, common...)...)
 	if err != nil {
 		t.Fatalf("resumed put: %v\n%s", err, out)
 	}
-	resent := proxy.sent.Load() - before
+	resent := proxy.Sent() - before
 	// At most the one part that was not checkpointed, plus requests.
 	if resent > 16<<20+1<<20 {
 		t.Fatalf("the resumed put sent %d bytes; two of three parts were already done", resent)
