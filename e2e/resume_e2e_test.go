@@ -63,7 +63,7 @@ func TestPutResumesAfterSIGKILLAndCancelAborts(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the armed put survived:\n%s", out)
 	}
-	before := proxy.Sent()
+	before := settle(proxy) // the killed put's buffered bytes first
 	out, err = runLakeEnv(t, nil, append([]string{"put", file, "--table", "models", "--json", "--no-progress"}, common...)...)
 	if err != nil {
 		t.Fatalf("resumed put: %v\n%s", err, out)
