@@ -283,7 +283,7 @@ func TestPutOfChangedSourceIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	before := r.proxy.Sent()
+	before := settle(r.proxy)
 	out, err := runLakeEnv(t, nil, args...)
 	if err == nil {
 		t.Fatalf("the put of the changed file succeeded:\n%s", out)
