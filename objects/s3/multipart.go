@@ -58,8 +58,15 @@ func (s *Store) createMultipart(ctx context.Context, k, contentType, sha string)
 
 // uploadPart sends data as part number num, with its SHA-256 as checksum,
 // which S3 verifies (BadDigest otherwise).
-func (s *Store) uploadPart(ctx context.Context, k, uploadID string, num int32, data []byte) (part, error) {
-	sum := sha256.Sum256(data)
+// known, when not nil, is data's SHA-256 computed earlier: S3 then rejects
+// the part (BadDigest) if data no longer has it.
+func (s *Store) uploadPart(ctx context.Context, k, uploadID string, num int32, data []byte, known *[sha256.Size]byte) (part, error) {
+	var sum [sha256.Size]byte
+	if known != nil {
+		sum = *known
+	} else {
+		sum = sha256.Sum256(data)
+	}
 	checksum := base64.StdEncoding.EncodeToString(sum[:])
 	out, err := s.client.UploadPart(ctx, &s3.UploadPartInput{
 		Bucket:         aws.String(s.bucket),
@@ -211,7 +218,7 @@ func (s *Store) uploadParts(ctx context.Context, k, uploadID string, src *source
 	send := func(num int32, buf []byte, n int) {
 		wg.Go(func() {
 			defer bufs.put(buf)
-			p, err := s.uploadPart(uctx, k, uploadID, num, buf[:n])
+			p, err := s.uploadPart(uctx, k, uploadID, num, buf[:n], nil)
 			if err != nil {
 				cancel(err)
 				return

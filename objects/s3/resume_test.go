@@ -441,3 +441,30 @@ func TestCancelResumableUploadAbortsAndRemovesCheckpoint(t *testing.T) {
 		t.Fatalf("Cancel of a completed upload = %v, want ErrUploadCompleted", err)
 	}
 }
+
+// A file changed after it was hashed (same size, other bytes) is caught by
+// S3 checking each part against the sum hashed at the start: the upload
+// fails as a changed source and no object appears.
+func TestFileChangedAfterHashingIsRefused(t *testing.T) {
+	f := newResumeFixture(t, 3*MinPartSize+1000, 7, 2)
+	afterHash = func(path string) {
+		b := append([]byte(nil), f.data...)
+		b[len(b)/2] ^= 0xff // a byte of part 2
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Error(err)
+		}
+		os.Chtimes(path, fi.ModTime(), fi.ModTime())
+	}
+	t.Cleanup(func() { afterHash = nil })
+	key := "objects/changed/big.bin"
+	_, err := f.s.PutPath(context.Background(), key, f.path, f.sess, objects.PutOptions{})
+	if !errors.Is(err, checkpoint.ErrSourceChanged) {
+		t.Fatalf("PutPath of a file changed after hashing: %v, want ErrSourceChanged", err)
+	}
+	f.wantNoObject(t, key)
+}

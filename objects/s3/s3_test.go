@@ -365,7 +365,7 @@ func TestMultipartSteps(t *testing.T) {
 	var all []byte
 	for i, n := range []int{MinPartSize, MinPartSize, MinPartSize, MinPartSize, 10} {
 		data := randomBytes(n, byte(10+i))
-		p, err := s.uploadPart(ctx, k, id, int32(i+1), data)
+		p, err := s.uploadPart(ctx, k, id, int32(i+1), data, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
