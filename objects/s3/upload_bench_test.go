@@ -7,9 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -17,8 +15,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/lakedata/lake/internal/s3test"
+	"github.com/lakedata/lake/internal/tcpproxy"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/checkpoint"
 )
@@ -214,9 +211,9 @@ func measureResume(b *testing.B, srv *s3test.Server, bucket, file string, size i
 	if err != nil {
 		b.Fatal(err)
 	}
-	px := startCountingProxy(b, u.Host)
+	px := tcpproxy.Start(b, u.Host)
 	cfg := DefaultConfig()
-	cfg.Bucket, cfg.Endpoint, cfg.PathStyle = bucket, "http://"+px.addr, true
+	cfg.Bucket, cfg.Endpoint, cfg.PathStyle = bucket, "http://"+px.Addr, true
 	store, err := Open(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -231,7 +228,7 @@ func measureResume(b *testing.B, srv *s3test.Server, bucket, file string, size i
 	var sentAtCancel int64
 	_, err = store.PutPath(ctx, "resume", file, sess, objects.PutOptions{Progress: func(p objects.Progress) {
 		if p.Done >= size/2 && ctx.Err() == nil {
-			sentAtCancel = px.sent.Load()
+			sentAtCancel = px.Sent()
 			cancel()
 		}
 	}})
@@ -239,7 +236,8 @@ func measureResume(b *testing.B, srv *s3test.Server, bucket, file string, size i
 	if !errors.Is(err, context.Canceled) {
 		b.Fatalf("cancelled upload: %v, want context.Canceled", err)
 	}
-	sentFirst := px.sent.Swap(0)
+	sentFirst := px.Sent()
+	px.Reset()
 	cp, err := sess.Load()
 	if err != nil {
 		b.Fatal(err)
@@ -279,7 +277,7 @@ func measureResume(b *testing.B, srv *s3test.Server, bucket, file string, size i
 	if in.Size != size {
 		b.Fatalf("resume uploaded %d bytes, want %d", in.Size, size)
 	}
-	sentSecond := px.sent.Load()
+	sentSecond := px.Sent()
 	if verified != recorded || resumedParts != len(cp.Parts) {
 		b.Fatalf("resume verified %d bytes in %d parts, the checkpoint had %d in %d", verified, resumedParts, recorded, len(cp.Parts))
 	}
@@ -311,65 +309,6 @@ func calledFromSendPart() bool {
 			return false
 		}
 	}
-}
-
-// countingProxy forwards TCP connections to a target and counts the bytes
-// clients send through it.
-type countingProxy struct {
-	addr string
-	sent atomic.Int64
-}
-
-func startCountingProxy(b *testing.B, target string) *countingProxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := &countingProxy{addr: l.Addr().String()}
-	var wg sync.WaitGroup
-	b.Cleanup(func() {
-		l.Close()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() { p.serve(c, target) })
-		}
-	})
-	return p
-}
-
-func (p *countingProxy) serve(c net.Conn, target string) {
-	defer c.Close()
-	s, err := net.Dial("tcp", target)
-	if err != nil {
-		return
-	}
-	defer s.Close()
-	done := make(chan struct{})
-	go func() {
-		io.Copy(c, s)
-		c.Close()
-		close(done)
-	}()
-	io.Copy(countingWriter{s, &p.sent}, c)
-	s.Close()
-	<-done
-}
-
-type countingWriter struct {
-	w io.Writer
-	n *atomic.Int64
-}
-
-func (w countingWriter) Write(b []byte) (int, error) {
-	n, err := w.w.Write(b)
-	w.n.Add(int64(n))
-	return n, err
 }
 
 // measureRSS re-executes the test binary to run one lake upload

@@ -23,31 +23,10 @@ func (l *lakeFixture) fetchInfo(t *testing.T, info *flight.FlightInfo, err error
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	var schema *arrow.Schema
-	var recs []arrow.RecordBatch
-	for _, ep := range info.Endpoint {
-		rdr, err := l.sql.DoGet(ctx, ep.Ticket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		schema = rdr.Schema()
-		for rdr.Next() {
-			rec := rdr.RecordBatch()
-			rec.Retain()
-			recs = append(recs, rec)
-		}
-		err = rdr.Err()
-		rdr.Release()
-		if err != nil {
-			t.Fatal(err)
-		}
+	schema, recs, err := l.readEndpoints(info)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	})
 	return schema, recs
 }
 

@@ -129,15 +129,25 @@ func (l *lakeFixture) putFile(table, name string, content []byte) (wire.FileValu
 
 // sqlQuery runs q with the third-party client and returns all records.
 func (l *lakeFixture) sqlQuery(q string) (*arrow.Schema, []arrow.RecordBatch, error) {
-	ctx := context.Background()
-	info, err := l.sql.Execute(ctx, q)
+	info, err := l.sql.Execute(context.Background(), q)
 	if err != nil {
 		return nil, nil, err
 	}
+	return l.readEndpoints(info)
+}
+
+// readEndpoints fetches every endpoint of info into records released at
+// the end of the test.
+func (l *lakeFixture) readEndpoints(info *flight.FlightInfo) (*arrow.Schema, []arrow.RecordBatch, error) {
 	var schema *arrow.Schema
 	var recs []arrow.RecordBatch
+	l.t.Cleanup(func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	})
 	for _, ep := range info.Endpoint {
-		rdr, err := l.sql.DoGet(ctx, ep.Ticket)
+		rdr, err := l.sql.DoGet(context.Background(), ep.Ticket)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -153,11 +163,6 @@ func (l *lakeFixture) sqlQuery(q string) (*arrow.Schema, []arrow.RecordBatch, er
 			return nil, nil, err
 		}
 	}
-	l.t.Cleanup(func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	})
 	return schema, recs, nil
 }
 
