@@ -87,14 +87,16 @@ func (v FileValue) Validate() error {
 	if v.Size < 0 {
 		return fmt.Errorf("%w: size %d is negative", ErrInvalidFileValue, v.Size)
 	}
-	if !isLowerHex(v.SHA256, 64) {
+	if !IsSHA256Hex(v.SHA256) {
 		return fmt.Errorf("%w: sha256 %q is not 64 lowercase hex digits", ErrInvalidFileValue, clip(v.SHA256, 80))
 	}
 	return nil
 }
 
-func isLowerHex(s string, n int) bool {
-	if len(s) != n {
+// IsSHA256Hex reports whether s is a SHA-256 written as 64 lowercase hex
+// digits, the form FILE values and checkpoints use.
+func IsSHA256Hex(s string) bool {
+	if len(s) != 64 {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

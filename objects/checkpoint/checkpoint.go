@@ -235,7 +235,7 @@ func (cp *Checkpoint) Validate() error {
 	if n > MaxParts {
 		return invalid("source.size %d needs %d parts of part_size %d, at most %d", s.Size, n, cp.PartSize, MaxParts)
 	}
-	if !isHexSHA256(cp.SHA256) {
+	if !wire.IsSHA256Hex(cp.SHA256) {
 		return invalid("sha256 is not 64 lowercase hex digits")
 	}
 	if err := checkText("content_type", cp.ContentType, maxTextLen, false); err != nil {
@@ -259,7 +259,7 @@ func (cp *Checkpoint) Validate() error {
 		if err := checkText(fmt.Sprintf("parts[%d].etag", i), p.ETag, maxETagLen, true); err != nil {
 			return err
 		}
-		if !isHexSHA256(p.SHA256) {
+		if !wire.IsSHA256Hex(p.SHA256) {
 			return invalid("parts[%d].sha256 is not 64 lowercase hex digits", i)
 		}
 		if p.ChecksumSHA256 != "" {
@@ -320,19 +320,6 @@ func checkTime(field string, t time.Time) error {
 		return invalid("%s: year %d is outside 0..9999", field, y)
 	}
 	return nil
-}
-
-func isHexSHA256(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // CheckSource reports whether src is the file the checkpoint was made for:
