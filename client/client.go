@@ -16,7 +16,6 @@ import (
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/checkpoint"
-	"github.com/lakedata/lake/objects/local"
 	"github.com/lakedata/lake/objects/stageopen"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
@@ -94,7 +93,7 @@ func Connect(ctx context.Context, endpoint string, opts ...Option) (*Client, err
 		fc.Close()
 		return nil, fmt.Errorf("client: discover the stage at %s: %w", endpoint, err)
 	}
-	if err := c.openStage(cfg.logger); err != nil {
+	if err := c.openStage(ctx, cfg.logger); err != nil {
 		fc.Close()
 		return nil, err
 	}
@@ -105,32 +104,29 @@ func Connect(ctx context.Context, endpoint string, opts ...Option) (*Client, err
 }
 
 // openStage builds this client's own adapter for the advertised stage.
-func (c *Client) openStage(logger *slog.Logger) error {
-	switch d := c.stage; d.GetKind() {
+func (c *Client) openStage(ctx context.Context, logger *slog.Logger) error {
+	d := c.stage
+	switch d.GetKind() {
 	case objects.KindLocal:
-		// local.Open would create a missing directory; here that would mean
+		// Opening would create a missing directory; here that would mean
 		// uploading into a directory the service cannot see.
 		fi, err := os.Stat(d.GetLocalPath())
 		if err != nil || !fi.IsDir() || !filepath.IsAbs(d.GetLocalPath()) {
 			return fmt.Errorf("client: the stage %s is not a directory this machine can reach; run the client where the stage is mounted", d.GetRootUri())
 		}
-		s, err := local.Open(d.GetLocalPath(), logger)
-		if err != nil {
-			return fmt.Errorf("client: %w", err)
-		}
-		c.store, c.closeStore = s, s.Close
-		return nil
-	case objects.KindS3:
-		// The client's own credentials: the AWS default chain.
-		s, err := stageopen.Open(context.Background(), d, logger)
-		if err != nil {
-			return fmt.Errorf("client: %w", err)
-		}
-		c.store = s
-		return nil
+	case objects.KindS3: // the client's own credentials: the AWS default chain
 	default:
 		return fmt.Errorf("client: stage kind %q: %w", d.GetKind(), ErrStageUnsupported)
 	}
+	s, err := stageopen.Open(ctx, d, logger)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	c.store = s
+	if cl, ok := s.(interface{ Close() error }); ok {
+		c.closeStore = cl.Close
+	}
+	return nil
 }
 
 // Close releases the connection and the stage.
