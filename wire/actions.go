@@ -9,4 +9,5 @@ const (
 	ActionHistory       = "lake.table.history"  // HistoryRequest → History
 	ActionSnapshot      = "lake.table.snapshot" // SnapshotRequest → Snapshot
 	ActionDiscover      = "lake.discover"       // DiscoverRequest → StageDescriptor
+	ActionStatus        = "lake.status"         // StatusRequest → ClusterStatus
 )

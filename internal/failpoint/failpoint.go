@@ -5,7 +5,9 @@
 //
 // LAKE_FAILPOINTS is a comma-separated list of name or name=N entries:
 // the process dies with SIGKILL the N-th time (default the first time) it
-// passes the point.
+// passes the point. An entry ending in ":stop" (name=N:stop) freezes the
+// process with SIGSTOP instead, as a long GC pause or a stalled VM would;
+// it runs on when the test sends SIGCONT.
 package failpoint
 
 import (
@@ -21,14 +23,16 @@ const Env = "LAKE_FAILPOINTS"
 
 var (
 	once  sync.Once
-	armed map[string]int // name → hits left before the kill
+	armed map[string]int  // name → hits left before the kill
+	stops map[string]bool // name → SIGSTOP instead of SIGKILL
 	mu    sync.Mutex
 )
 
 func load() {
-	armed = map[string]int{}
+	armed, stops = map[string]int{}, map[string]bool{}
 	for _, e := range strings.Split(os.Getenv(Env), ",") {
-		name, n, found := strings.Cut(strings.TrimSpace(e), "=")
+		e, stop := strings.CutSuffix(strings.TrimSpace(e), ":stop")
+		name, n, found := strings.Cut(e, "=")
 		if name == "" {
 			continue
 		}
@@ -39,6 +43,7 @@ func load() {
 			}
 		}
 		armed[name] = count
+		stops[name] = stop
 	}
 }
 
@@ -56,7 +61,12 @@ func Hit(name string) {
 		left--
 		armed[name] = left
 	}
+	stop := stops[name]
 	mu.Unlock()
+	if ok && left == 0 && stop {
+		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		return
+	}
 	if ok && left == 0 {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // SIGKILL cannot be caught; wait for it

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/roles/meta/cluster"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -48,7 +49,10 @@ func (s *Service) Append(ctx context.Context, cmd *lakepb.Append, recs []arrow.R
 	if err := wire.ValidateAppend(cmd); err != nil {
 		return nil, err
 	}
-	t, err := s.table(cmd.GetTable())
+	if !s.canCommit() {
+		return s.forwardAppend(ctx, cmd, recs)
+	}
+	t, err := s.table(ctx, cmd.GetTable())
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +218,8 @@ func (s *Service) drainClosed(t *table) {
 
 // commitGroup commits a group of appends as one version (DESIGN §3).
 func (s *Service) commitGroup(t *table, group []*appendReq) {
+	t.writeMu.Lock()
+	defer t.writeMu.Unlock()
 	pending := make([]*appendReq, 0, len(group))
 	for _, r := range group {
 		if err := r.ctx.Err(); err != nil {
@@ -229,6 +235,14 @@ func (s *Service) commitGroup(t *table, group []*appendReq) {
 		if attempt == maxCommitAttempts {
 			for _, r := range pending {
 				r.reply(nil, fmt.Errorf("%w: lost the race for the next version %d times", wire.ErrNotLeader, attempt))
+			}
+			return
+		}
+		// A deposed leader commits nothing more: this is what keeps a
+		// node that was frozen past its lease from writing on wake-up.
+		if !s.canCommit() {
+			for _, r := range pending {
+				r.reply(nil, errNotLeading)
 			}
 			return
 		}
@@ -253,6 +267,18 @@ func (s *Service) commitGroup(t *table, group []*appendReq) {
 				r.reply(nil, err)
 				for _, tw := range twins[r] {
 					tw.reply(nil, err)
+				}
+			}
+			return
+		}
+		if !s.canCommit() {
+			// Committed, but leadership was lost meanwhile: stop
+			// acknowledging at once. A retry with the same commit_id
+			// gets this version from the new leader.
+			for _, r := range commit {
+				r.reply(nil, errNotLeading)
+				for _, tw := range twins[r] {
+					tw.reply(nil, errNotLeading)
 				}
 			}
 			return
@@ -356,7 +382,8 @@ func (s *Service) commitOnce(ctx context.Context, t *table, commit []*appendReq)
 		// race for this version and catches up; report it as ambiguous.
 		return 0, fmt.Errorf("%w: version %d committed to the stage but not indexed: %v", wire.ErrNotLeader, version, err)
 	}
-	t.advance([]*logRecord{rec})
+	s.advance(t, []*logRecord{rec})
+	s.cluster.PublishHead(cluster.Head{TableID: t.id, Name: t.name, Version: version})
 	return version, nil
 }
 

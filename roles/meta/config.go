@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"google.golang.org/grpc"
 
+	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/roles/meta/cluster"
 	"github.com/lakedata/lake/wire/lakepb"
 )
 
@@ -32,7 +35,17 @@ type Config struct {
 	MaxGroupRequests int
 	// ServerOptions are extra gRPC server options (TLS, interceptors).
 	ServerOptions []grpc.ServerOption
-	Logger        *slog.Logger
+	// Cluster decides who leads. nil: this node alone, always the leader
+	// (the embedded default). With several nodes, followers forward every
+	// mutation to the leader and keep their index current from its
+	// announcements.
+	Cluster cluster.Coordinator
+	// PeerDial holds the token and CA a follower uses towards the leader.
+	PeerDial flightrpc.DialOptions
+	// ForwardTimeout bounds one mutation forwarded to the leader, so a
+	// frozen leader cannot hold a follower's callers forever.
+	ForwardTimeout time.Duration
+	Logger         *slog.Logger
 }
 
 // DefaultConfig returns a Config with every tunable at its default.
@@ -42,6 +55,7 @@ func DefaultConfig() Config {
 		DataDir:          "./lake-data",
 		MaxAppendBytes:   256 << 20,
 		MaxGroupRequests: 512,
+		ForwardTimeout:   10 * time.Second,
 	}
 }
 
@@ -62,6 +76,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxGroupRequests <= 0 {
 		errs = append(errs, fmt.Errorf("meta: MaxGroupRequests must be positive, got %d", c.MaxGroupRequests))
+	}
+	if c.ForwardTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("meta: ForwardTimeout must be positive, got %v", c.ForwardTimeout))
 	}
 	return errors.Join(errs...)
 }

@@ -85,7 +85,7 @@ func (f *flightService) doPut(stream flight.FlightService_DoPutServer) (*lakepb.
 	if err != nil {
 		return nil, err
 	}
-	t, err := f.svc.table(cmd.GetTable())
+	t, err := f.svc.table(ctx, cmd.GetTable())
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +132,7 @@ var actionTypes = []*flight.ActionType{
 	{Type: wire.ActionHistory, Description: "A table's versions, newest first (HistoryRequest → History)."},
 	{Type: wire.ActionSnapshot, Description: "The data files of a table version (SnapshotRequest → Snapshot)."},
 	{Type: wire.ActionDiscover, Description: "Where clients upload file bytes (DiscoverRequest → StageDescriptor)."},
+	{Type: wire.ActionStatus, Description: "The metadata cluster: leader, members, lag (StatusRequest → ClusterStatus)."},
 }
 
 func (f *flightService) ListActions(_ *flight.Empty, stream flight.FlightService_ListActionsServer) error {
@@ -179,7 +180,7 @@ func (f *flightService) doAction(ctx context.Context, action *flight.Action) (pr
 		if err := decodeBody(action, &req); err != nil {
 			return nil, err
 		}
-		return svc.DescribeTable(ctx, req.GetName())
+		return svc.DescribeTable(ctx, req.GetName(), req.MinVersion)
 	case wire.ActionHistory:
 		var req lakepb.HistoryRequest
 		if err := decodeBody(action, &req); err != nil {
@@ -192,12 +193,18 @@ func (f *flightService) doAction(ctx context.Context, action *flight.Action) (pr
 			return nil, err
 		}
 		return svc.cfg.Discover, nil
+	case wire.ActionStatus:
+		var req lakepb.StatusRequest
+		if err := decodeBody(action, &req); err != nil {
+			return nil, err
+		}
+		return svc.Status(ctx), nil
 	case wire.ActionSnapshot:
 		var req lakepb.SnapshotRequest
 		if err := decodeBody(action, &req); err != nil {
 			return nil, err
 		}
-		return svc.Snapshot(ctx, req.GetName(), req.Version)
+		return svc.Snapshot(ctx, req.GetName(), req.Version, req.MinVersion)
 	}
 	return nil, fmt.Errorf("%w: action %q", wire.ErrUnknownCommand, action.GetType())
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/local"
+	"github.com/lakedata/lake/roles/meta/cluster"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -33,6 +34,10 @@ type fixture struct {
 	wrap    func(objects.Store) objects.Store // what the service sees
 	svc     *Service
 	fc      flight.Client
+
+	// etcd, when set, makes the node a cluster member listening on listen.
+	etcd   string
+	listen string
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -64,6 +69,16 @@ func (f *fixture) config() Config {
 		cfg.Stage = f.wrap(f.stage)
 	}
 	cfg.StageURI = "file://" + f.stage.Dir()
+	if f.etcd != "" {
+		cfg.Listen = f.listen
+		ec := cluster.DefaultEtcdConfig()
+		ec.Endpoints, ec.Advertise, ec.TTL = []string{f.etcd}, f.listen, 2*time.Second
+		coord, err := cluster.NewEtcd(ec)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		cfg.Cluster = coord
+	}
 	return cfg
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/roles/meta/cluster"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -24,7 +26,8 @@ import (
 // ErrClosed: the service is shutting down.
 var ErrClosed = errors.New("meta: service is closed")
 
-// Service is a single-node metadata service.
+// Service is a metadata node: the leader commits, a follower forwards
+// mutations to the leader and serves reads from its own index.
 type Service struct {
 	cfg   Config
 	log   *slog.Logger
@@ -35,11 +38,20 @@ type Service struct {
 
 	mu       sync.RWMutex
 	tables   map[string]*table
-	createMu sync.Mutex // serializes table creation within this node
+	createMu sync.Mutex // serializes adding tables within this node
+
+	cluster  cluster.Coordinator
+	ready    atomic.Bool  // caught up since this node last won an election
+	versions atomic.Int64 // sum of the table heads, for status reports
+	peers    peerClients
+	sync     syncQueue
 
 	ctx    context.Context // cancelled by Close; stops the committers
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	clusterCancel context.CancelFunc // stops the cluster after the committers
+	clusterDone   chan struct{}
 
 	lis  net.Listener
 	grpc *grpc.Server
@@ -54,6 +66,10 @@ type table struct {
 	schemaRaw []byte
 	createdAt time.Time
 	queue     chan *appendReq
+
+	// writeMu is held while the index of this table changes: by the
+	// committer for a whole group commit, by a follower's catch-up.
+	writeMu sync.Mutex
 
 	mu    sync.Mutex
 	head  int64
@@ -76,10 +92,12 @@ func (t *table) info() *lakepb.TableInfo {
 	}
 }
 
-// advance moves the in-memory head past applied log records.
-func (t *table) advance(recs []*logRecord) {
+// advance moves the in-memory head past applied log records and returns
+// by how many versions it moved.
+func (t *table) advance(recs []*logRecord) int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	before := t.head
 	for _, r := range recs {
 		if r.Version <= t.head {
 			continue
@@ -88,6 +106,7 @@ func (t *table) advance(recs []*logRecord) {
 		t.rows += r.Rows
 		t.head = r.Version
 	}
+	return t.head - before
 }
 
 // Open opens the data dir, rebuilds or catches up the index from the stage,
@@ -121,7 +140,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s := &Service{
 		cfg: cfg, log: logger, store: cfg.Stage, stage: stageLog{store: cfg.Stage},
-		ix: ix, lock: lock, tables: make(map[string]*table),
+		ix: ix, lock: lock, tables: make(map[string]*table), clusterDone: make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.load(ctx); err != nil {
@@ -132,10 +151,14 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if cfg.Listen != "" {
 		if err := s.serve(cfg.Listen); err != nil {
-			s.Close(context.Background())
+			s.cancel()
+			s.wg.Wait()
+			ix.close()
+			lock.release()
 			return nil, err
 		}
 	}
+	s.startCluster()
 	return s, nil
 }
 
@@ -172,7 +195,7 @@ func (s *Service) load(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		t.advance(recs)
+		s.advance(t, recs)
 		s.addTable(t)
 	}
 	names, err := s.stage.catalogNames(ctx)
@@ -269,7 +292,7 @@ func (s *Service) applyRecords(t *table, raws [][]byte, recs []*logRecord) error
 	if err := s.ix.apply(t.row(), raws, recs); err != nil {
 		return fmt.Errorf("meta: index table %q: %w", t.name, err)
 	}
-	t.advance(recs)
+	s.advance(t, recs)
 	s.log.Info("caught up from the stage log", "table", t.name, "version", recs[len(recs)-1].Version, "records", len(recs))
 	return nil
 }
@@ -280,15 +303,25 @@ func (s *Service) lookup(name string) *table {
 	return s.tables[name]
 }
 
-func (s *Service) table(name string) (*table, error) {
+// table finds a table by name. A follower that does not know the name
+// looks in the stage catalog: the leader may have created it a moment ago.
+func (s *Service) table(ctx context.Context, name string) (*table, error) {
 	if err := wire.ValidateTableName(name); err != nil {
 		return nil, err
 	}
-	t := s.lookup(name)
-	if t == nil {
-		return nil, fmt.Errorf("%w: %q", wire.ErrTableNotFound, name)
+	if t := s.lookup(name); t != nil {
+		return t, nil
 	}
-	return t, nil
+	if !s.canCommit() {
+		t, err := s.ensureTable(ctx, name)
+		if err == nil {
+			return t, nil
+		}
+		if !errors.Is(err, objects.ErrNotFound) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("%w: %q", wire.ErrTableNotFound, name)
 }
 
 func (s *Service) allTables() []*table {
@@ -310,6 +343,9 @@ func (s *Service) CreateTable(ctx context.Context, name string, schema *arrow.Sc
 	}
 	if err := wire.ValidateSchema(schema); err != nil {
 		return nil, err
+	}
+	if !s.canCommit() {
+		return s.forwardCreate(ctx, name, schema, ifNotExists)
 	}
 	s.createMu.Lock()
 	defer s.createMu.Unlock()
@@ -346,6 +382,7 @@ func (s *Service) CreateTable(ctx context.Context, name string, schema *arrow.Sc
 		return nil, fmt.Errorf("meta: create %q: index: %w", name, err)
 	}
 	s.addTable(t)
+	s.cluster.PublishHead(cluster.Head{TableID: id, Name: name, Version: 0})
 	s.log.Info("table created", "table", name, "id", id)
 	info := t.info()
 	info.Created = true
@@ -369,18 +406,22 @@ func (s *Service) ListTables(context.Context) []*lakepb.TableInfo {
 	return out
 }
 
-// DescribeTable returns a table's schema and current version.
-func (s *Service) DescribeTable(_ context.Context, name string) (*lakepb.TableInfo, error) {
-	t, err := s.table(name)
+// DescribeTable returns a table's schema and current version, at least
+// minVersion when it is not nil.
+func (s *Service) DescribeTable(ctx context.Context, name string, minVersion *int64) (*lakepb.TableInfo, error) {
+	t, err := s.table(ctx, name)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.reach(ctx, t, minVersion); err != nil {
 		return nil, err
 	}
 	return t.info(), nil
 }
 
 // History returns a table's versions, newest first; limit 0 means all.
-func (s *Service) History(_ context.Context, name string, limit int64) (*lakepb.History, error) {
-	t, err := s.table(name)
+func (s *Service) History(ctx context.Context, name string, limit int64) (*lakepb.History, error) {
+	t, err := s.table(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -399,10 +440,17 @@ func (s *Service) History(_ context.Context, name string, limit int64) (*lakepb.
 }
 
 // Snapshot returns the data files that make up a table at a version (the
-// latest when version is nil).
-func (s *Service) Snapshot(_ context.Context, name string, version *int64) (*lakepb.Snapshot, error) {
-	t, err := s.table(name)
+// latest when version is nil, and at least minVersion when that is set).
+func (s *Service) Snapshot(ctx context.Context, name string, version, minVersion *int64) (*lakepb.Snapshot, error) {
+	t, err := s.table(ctx, name)
 	if err != nil {
+		return nil, err
+	}
+	target := minVersion
+	if version != nil {
+		target = version // a follower may not have reached it yet
+	}
+	if err := s.reach(ctx, t, target); err != nil {
 		return nil, err
 	}
 	snap := &lakepb.Snapshot{Name: name, Id: t.id, Schema: t.schemaRaw}
@@ -435,13 +483,20 @@ func (s *Service) Addr() net.Addr {
 }
 
 // Close stops serving, lets in-flight commits finish, fails queued appends
-// with ErrClosed, and releases the index and the data-dir lock.
+// with ErrClosed, resigns the leadership, and releases the index and the
+// data-dir lock.
 func (s *Service) Close(ctx context.Context) error {
+	s.ready.Store(false) // refuse new appends; forward nothing more
 	if s.grpc != nil {
 		flightrpc.StopServer(ctx, s.grpc)
 	}
 	s.cancel()
 	s.wg.Wait()
+	// Only now that no commit runs may a follower take over.
+	cerr := s.cluster.Close(ctx)
+	s.clusterCancel()
+	<-s.clusterDone
+	s.peers.close()
 	err := s.ix.close()
-	return errors.Join(err, s.lock.release())
+	return errors.Join(cerr, err, s.lock.release())
 }

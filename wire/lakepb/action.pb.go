@@ -273,8 +273,12 @@ func (x *TableList) GetTables() []*TableInfo {
 
 // lake.table.describe
 type DescribeTableRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Read-your-writes: the answer reflects at least this version. A node
+	// behind it catches up from the stage log first; a version that was never
+	// committed is NOT_FOUND.
+	MinVersion    *int64 `protobuf:"varint,2,opt,name=min_version,json=minVersion,proto3,oneof" json:"min_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -314,6 +318,13 @@ func (x *DescribeTableRequest) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *DescribeTableRequest) GetMinVersion() int64 {
+	if x != nil && x.MinVersion != nil {
+		return *x.MinVersion
+	}
+	return 0
 }
 
 // lake.table.history
@@ -502,7 +513,10 @@ type SnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// The version to read; absent = the latest.
-	Version       *int64 `protobuf:"varint,2,opt,name=version,proto3,oneof" json:"version,omitempty"`
+	Version *int64 `protobuf:"varint,2,opt,name=version,proto3,oneof" json:"version,omitempty"`
+	// With version absent: the latest, and at least this version (see
+	// DescribeTableRequest.min_version).
+	MinVersion    *int64 `protobuf:"varint,3,opt,name=min_version,json=minVersion,proto3,oneof" json:"min_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -547,6 +561,13 @@ func (x *SnapshotRequest) GetName() string {
 func (x *SnapshotRequest) GetVersion() int64 {
 	if x != nil && x.Version != nil {
 		return *x.Version
+	}
+	return 0
+}
+
+func (x *SnapshotRequest) GetMinVersion() int64 {
+	if x != nil && x.MinVersion != nil {
+		return *x.MinVersion
 	}
 	return 0
 }
@@ -825,6 +846,217 @@ func (x *StageDescriptor) GetLocalPath() string {
 	return ""
 }
 
+// lake.status: the metadata cluster as the answering node sees it.
+type StatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusRequest) Reset() {
+	*x = StatusRequest{}
+	mi := &file_wire_action_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusRequest) ProtoMessage() {}
+
+func (x *StatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
+func (*StatusRequest) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{13}
+}
+
+type ClusterStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The leader's advertised address; empty while no leader is known.
+	Leader string `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`
+	// The node that answered.
+	AnsweredBy string `protobuf:"bytes,2,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	// False for a lone node without etcd (the embedded default).
+	Clustered bool            `protobuf:"varint,3,opt,name=clustered,proto3" json:"clustered,omitempty"`
+	Members   []*MemberStatus `protobuf:"bytes,4,rep,name=members,proto3" json:"members,omitempty"`
+	// Why members could not be listed (etcd unreachable), if so.
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterStatus) Reset() {
+	*x = ClusterStatus{}
+	mi := &file_wire_action_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterStatus) ProtoMessage() {}
+
+func (x *ClusterStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterStatus.ProtoReflect.Descriptor instead.
+func (*ClusterStatus) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ClusterStatus) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *ClusterStatus) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+func (x *ClusterStatus) GetClustered() bool {
+	if x != nil {
+		return x.Clustered
+	}
+	return false
+}
+
+func (x *ClusterStatus) GetMembers() []*MemberStatus {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *ClusterStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type MemberStatus struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Addr   string                 `protobuf:"bytes,1,opt,name=addr,proto3" json:"addr,omitempty"`
+	Leader bool                   `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	Tables int64                  `protobuf:"varint,3,opt,name=tables,proto3" json:"tables,omitempty"`
+	// The sum of the member's table versions.
+	Versions int64 `protobuf:"varint,4,opt,name=versions,proto3" json:"versions,omitempty"`
+	// How many versions the member is behind the leader (0 for the leader).
+	Lag               int64 `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`
+	StartedUnixMicros int64 `protobuf:"varint,6,opt,name=started_unix_micros,json=startedUnixMicros,proto3" json:"started_unix_micros,omitempty"`
+	UpdatedUnixMicros int64 `protobuf:"varint,7,opt,name=updated_unix_micros,json=updatedUnixMicros,proto3" json:"updated_unix_micros,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *MemberStatus) Reset() {
+	*x = MemberStatus{}
+	mi := &file_wire_action_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberStatus) ProtoMessage() {}
+
+func (x *MemberStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberStatus.ProtoReflect.Descriptor instead.
+func (*MemberStatus) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *MemberStatus) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *MemberStatus) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *MemberStatus) GetTables() int64 {
+	if x != nil {
+		return x.Tables
+	}
+	return 0
+}
+
+func (x *MemberStatus) GetVersions() int64 {
+	if x != nil {
+		return x.Versions
+	}
+	return 0
+}
+
+func (x *MemberStatus) GetLag() int64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+func (x *MemberStatus) GetStartedUnixMicros() int64 {
+	if x != nil {
+		return x.StartedUnixMicros
+	}
+	return 0
+}
+
+func (x *MemberStatus) GetUpdatedUnixMicros() int64 {
+	if x != nil {
+		return x.UpdatedUnixMicros
+	}
+	return 0
+}
+
 var File_wire_action_proto protoreflect.FileDescriptor
 
 const file_wire_action_proto_rawDesc = "" +
@@ -846,9 +1078,12 @@ const file_wire_action_proto_rawDesc = "" +
 	"\acreated\x18\b \x01(\bR\acreated\"\x13\n" +
 	"\x11ListTablesRequest\";\n" +
 	"\tTableList\x12.\n" +
-	"\x06tables\x18\x01 \x03(\v2\x16.lake.action.TableInfoR\x06tables\"*\n" +
+	"\x06tables\x18\x01 \x03(\v2\x16.lake.action.TableInfoR\x06tables\"`\n" +
 	"\x14DescribeTableRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\":\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12$\n" +
+	"\vmin_version\x18\x02 \x01(\x03H\x00R\n" +
+	"minVersion\x88\x01\x01B\x0e\n" +
+	"\f_min_version\":\n" +
 	"\x0eHistoryRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\"\xc0\x01\n" +
@@ -861,12 +1096,15 @@ const file_wire_action_proto_rawDesc = "" +
 	"\x05files\x18\x05 \x03(\v2\x15.lake.action.DataFileR\x05files\"S\n" +
 	"\aHistory\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
-	"\bversions\x18\x02 \x03(\v2\x18.lake.action.VersionInfoR\bversions\"P\n" +
+	"\bversions\x18\x02 \x03(\v2\x18.lake.action.VersionInfoR\bversions\"\x86\x01\n" +
 	"\x0fSnapshotRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
-	"\aversion\x18\x02 \x01(\x03H\x00R\aversion\x88\x01\x01B\n" +
+	"\aversion\x18\x02 \x01(\x03H\x00R\aversion\x88\x01\x01\x12$\n" +
+	"\vmin_version\x18\x03 \x01(\x03H\x01R\n" +
+	"minVersion\x88\x01\x01B\n" +
 	"\n" +
-	"\b_version\"D\n" +
+	"\b_versionB\x0e\n" +
+	"\f_min_version\"D\n" +
 	"\bDataFile\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\x03R\x04rows\x12\x12\n" +
@@ -888,7 +1126,23 @@ const file_wire_action_proto_rawDesc = "" +
 	"\n" +
 	"path_style\x18\a \x01(\bR\tpathStyle\x12\x1d\n" +
 	"\n" +
-	"local_path\x18\b \x01(\tR\tlocalPathB&Z$github.com/lakedata/lake/wire/lakepbb\x06proto3"
+	"local_path\x18\b \x01(\tR\tlocalPath\"\x0f\n" +
+	"\rStatusRequest\"\xb1\x01\n" +
+	"\rClusterStatus\x12\x16\n" +
+	"\x06leader\x18\x01 \x01(\tR\x06leader\x12\x1f\n" +
+	"\vanswered_by\x18\x02 \x01(\tR\n" +
+	"answeredBy\x12\x1c\n" +
+	"\tclustered\x18\x03 \x01(\bR\tclustered\x123\n" +
+	"\amembers\x18\x04 \x03(\v2\x19.lake.action.MemberStatusR\amembers\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xe0\x01\n" +
+	"\fMemberStatus\x12\x12\n" +
+	"\x04addr\x18\x01 \x01(\tR\x04addr\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x16\n" +
+	"\x06tables\x18\x03 \x01(\x03R\x06tables\x12\x1a\n" +
+	"\bversions\x18\x04 \x01(\x03R\bversions\x12\x10\n" +
+	"\x03lag\x18\x05 \x01(\x03R\x03lag\x12.\n" +
+	"\x13started_unix_micros\x18\x06 \x01(\x03R\x11startedUnixMicros\x12.\n" +
+	"\x13updated_unix_micros\x18\a \x01(\x03R\x11updatedUnixMicrosB&Z$github.com/lakedata/lake/wire/lakepbb\x06proto3"
 
 var (
 	file_wire_action_proto_rawDescOnce sync.Once
@@ -902,7 +1156,7 @@ func file_wire_action_proto_rawDescGZIP() []byte {
 	return file_wire_action_proto_rawDescData
 }
 
-var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_wire_action_proto_goTypes = []any{
 	(*CreateTableRequest)(nil),   // 0: lake.action.CreateTableRequest
 	(*TableInfo)(nil),            // 1: lake.action.TableInfo
@@ -917,17 +1171,21 @@ var file_wire_action_proto_goTypes = []any{
 	(*Snapshot)(nil),             // 10: lake.action.Snapshot
 	(*DiscoverRequest)(nil),      // 11: lake.action.DiscoverRequest
 	(*StageDescriptor)(nil),      // 12: lake.action.StageDescriptor
+	(*StatusRequest)(nil),        // 13: lake.action.StatusRequest
+	(*ClusterStatus)(nil),        // 14: lake.action.ClusterStatus
+	(*MemberStatus)(nil),         // 15: lake.action.MemberStatus
 }
 var file_wire_action_proto_depIdxs = []int32{
-	1, // 0: lake.action.TableList.tables:type_name -> lake.action.TableInfo
-	9, // 1: lake.action.VersionInfo.files:type_name -> lake.action.DataFile
-	6, // 2: lake.action.History.versions:type_name -> lake.action.VersionInfo
-	9, // 3: lake.action.Snapshot.files:type_name -> lake.action.DataFile
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	1,  // 0: lake.action.TableList.tables:type_name -> lake.action.TableInfo
+	9,  // 1: lake.action.VersionInfo.files:type_name -> lake.action.DataFile
+	6,  // 2: lake.action.History.versions:type_name -> lake.action.VersionInfo
+	9,  // 3: lake.action.Snapshot.files:type_name -> lake.action.DataFile
+	15, // 4: lake.action.ClusterStatus.members:type_name -> lake.action.MemberStatus
+	5,  // [5:5] is the sub-list for method output_type
+	5,  // [5:5] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_wire_action_proto_init() }
@@ -935,6 +1193,7 @@ func file_wire_action_proto_init() {
 	if File_wire_action_proto != nil {
 		return
 	}
+	file_wire_action_proto_msgTypes[4].OneofWrappers = []any{}
 	file_wire_action_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -942,7 +1201,7 @@ func file_wire_action_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_action_proto_rawDesc), len(file_wire_action_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,70 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Single is the Coordinator of a lone metadata node: it is the leader from
+// the start and for as long as it runs.
+type Single struct {
+	addr    string
+	started time.Time
+
+	mu      sync.Mutex
+	leading bool
+	report  Report
+	updated time.Time
+}
+
+var _ Coordinator = (*Single)(nil)
+
+// NewSingle returns the Coordinator of a node that always leads.
+func NewSingle(addr string) *Single {
+	return &Single{addr: addr, started: time.Now().UTC()}
+}
+
+// Run catches up once (Elected) and then leads until ctx ends.
+func (s *Single) Run(ctx context.Context, h Hooks) {
+	if h.Elected != nil {
+		if err := h.Elected(ctx); err != nil {
+			return
+		}
+	}
+	s.mu.Lock()
+	s.leading = true
+	s.mu.Unlock()
+	<-ctx.Done()
+	s.mu.Lock()
+	s.leading = false
+	s.mu.Unlock()
+}
+
+func (s *Single) Leading() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leading
+}
+
+func (s *Single) Leader() string   { return s.addr }
+func (s *Single) Self() string     { return s.addr }
+func (s *Single) PublishHead(Head) {}
+func (s *Single) Close(context.Context) error {
+	s.mu.Lock()
+	s.leading = false
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Single) Report(r Report) {
+	s.mu.Lock()
+	s.report, s.updated = r, time.Now().UTC()
+	s.mu.Unlock()
+}
+
+func (s *Single) Members(context.Context) ([]Member, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return []Member{{Addr: s.addr, Leader: s.leading, Report: s.report, Started: s.started, Updated: s.updated}}, nil
+}
