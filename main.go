@@ -59,6 +59,7 @@ the stage, then commit one small metadata row.`,
 	root.AddCommand(newTableCommand(g))
 	root.AddCommand(newGetCommand(g))
 	root.AddCommand(newUploadsCommand(g))
+	root.AddCommand(newStatusCommand(g))
 	return root
 }
 

@@ -4,16 +4,20 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
 	"github.com/lakedata/lake/internal/auth"
+	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/stageopen"
 	"github.com/lakedata/lake/roles/meta"
+	"github.com/lakedata/lake/roles/meta/cluster"
 	"github.com/lakedata/lake/roles/query"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -45,6 +49,10 @@ type serveOptions struct {
 	memoryLimit      string
 	threads          int
 	statementTimeout time.Duration
+	etcd             string
+	etcdPrefix       string
+	advertise        string
+	sessionTTL       time.Duration
 }
 
 func (o *serveOptions) addFlags(cmd *cobra.Command) {
@@ -58,17 +66,21 @@ func (o *serveOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.s3Region, "s3-region", "", "S3 region (default: from the AWS configuration)")
 	f.BoolVar(&o.s3PathStyle, "s3-path-style", false, "path-style S3 addressing (implied by --s3-endpoint)")
 	f.Int64Var(&o.cacheLimit, "cache-limit", 10<<30, "query: bytes of an S3 stage's data files kept in the local cache")
-	f.StringVar(&o.meta, "meta", defaultMetaListen, "query only: the metadata service's endpoint (host:port, grpc://, grpc+tls://)")
+	f.StringVar(&o.meta, "meta", defaultMetaListen, "query only: the metadata service's endpoints, comma-separated (host:port, grpc://, grpc+tls://); the query role fails over between them")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "query: directory for the role's cache (default <data-dir>/query-cache)")
 	f.StringVar(&o.tokenFile, "token-file", "", "file of bearer tokens this server accepts, one per line (mode 0600)")
-	f.StringVar(&o.metaTokenFile, "meta-token-file", "", "query: file holding the token the query role presents to meta (default: the first of --token-file)")
+	f.StringVar(&o.metaTokenFile, "meta-token-file", "", "file holding the token presented to meta: by the query role, and by a meta follower to its leader (default: the first of --token-file)")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "serve TLS with this certificate (PEM)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
-	f.StringVar(&o.metaTLSCA, "meta-tls-ca", "", "query: CA bundle to verify a grpc+tls:// meta endpoint")
+	f.StringVar(&o.metaTLSCA, "meta-tls-ca", "", "CA bundle to verify grpc+tls:// meta endpoints (query role; meta followers towards the leader)")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "allow listening on a non-loopback address without --token-file")
 	f.StringVar(&o.memoryLimit, "memory-limit", "", "query: DuckDB memory limit, e.g. 4GB (default: DuckDB's, 80% of RAM)")
 	f.IntVar(&o.threads, "threads", 0, "query: DuckDB worker threads (default: one per core)")
 	f.DurationVar(&o.statementTimeout, "statement-timeout", 5*time.Minute, "query: cancel a statement running longer than this")
+	f.StringVar(&o.etcd, "etcd", "", "meta: etcd endpoints, comma-separated (http://host:2379); several meta nodes then elect a leader and followers forward to it")
+	f.StringVar(&o.etcdPrefix, "etcd-prefix", "/lake", "meta: root of lake's keys in etcd (one per lake cluster)")
+	f.StringVar(&o.advertise, "advertise", "", "meta with --etcd: the address other meta and query nodes reach this node at (default: --listen)")
+	f.DurationVar(&o.sessionTTL, "session-ttl", 5*time.Second, "meta with --etcd: leadership lease TTL, whole seconds; a dead leader is replaced after at most this long")
 }
 
 func newServeCommand(g *globalOptions) *cobra.Command {
@@ -84,6 +96,11 @@ one process, with the managed stage in <data-dir>/stage: the embedded default.
 --role=query runs only a stateless Flight SQL endpoint that reads the stage
 and relays FILE appends to --meta.
 
+Several meta nodes share one stage and one etcd (--etcd): one leads and
+commits, the others forward mutations to it and serve reads. When the leader
+dies another takes over within --session-ttl; on SIGTERM it resigns at once.
+Give the query role every meta node (--meta a,b,c) so it fails over too.
+
 A role refuses to listen on a non-loopback address without --token-file,
 unless --insecure-no-auth is given.`,
 		Example: `  # the embedded default: Flight SQL on 127.0.0.1:50051, data in ./lake-data
@@ -92,6 +109,12 @@ unless --insecure-no-auth is given.`,
   # the roles as separate processes
   lake serve --role=meta --listen 127.0.0.1:50052 --data-dir ./meta-data
   lake serve --role=query --listen 127.0.0.1:50051 --meta 127.0.0.1:50052 --data-dir ./query-data
+
+  # three meta nodes on one S3 stage, led through etcd, and a query node
+  lake serve --role=meta --etcd http://127.0.0.1:2379 --stage s3://bucket/lake --listen 127.0.0.1:50052 --data-dir ./m1
+  lake serve --role=meta --etcd http://127.0.0.1:2379 --stage s3://bucket/lake --listen 127.0.0.1:50062 --data-dir ./m2
+  lake serve --role=meta --etcd http://127.0.0.1:2379 --stage s3://bucket/lake --listen 127.0.0.1:50072 --data-dir ./m3
+  lake serve --role=query --meta 127.0.0.1:50052,127.0.0.1:50062,127.0.0.1:50072
 
   # with bearer tokens and TLS
   lake serve --token-file ./tokens --tls-cert cert.pem --tls-key key.pem --listen 0.0.0.0:50051`,
@@ -160,7 +183,7 @@ func runServe(ctx context.Context, o *serveOptions, logger *slog.Logger) error {
 		} else {
 			metaOpts = serverOpts
 		}
-		m, err := startMeta(ctx, o, metaAddr, metaOpts, logger)
+		m, err := startMeta(ctx, o, metaAddr, metaOpts, tokens, logger)
 		if err != nil {
 			return err
 		}
@@ -202,7 +225,12 @@ func (o *serveOptions) security() ([]string, []grpc.ServerOption, error) {
 	return tokens, opts, nil
 }
 
-func startMeta(ctx context.Context, o *serveOptions, addr string, opts []grpc.ServerOption, logger *slog.Logger) (*meta.Service, error) {
+func startMeta(ctx context.Context, o *serveOptions, addr string, opts []grpc.ServerOption, tokens []string, logger *slog.Logger) (*meta.Service, error) {
+	logger = logger.With("role", "meta")
+	coord, err := o.coordinator(addr, logger)
+	if err != nil {
+		return nil, err
+	}
 	uri := o.stage
 	if uri == "" {
 		uri = filepath.Join(o.dataDir, "stage")
@@ -221,8 +249,63 @@ func startMeta(ctx context.Context, o *serveOptions, addr string, opts []grpc.Se
 	cfg.Listen, cfg.DataDir = addr, o.dataDir
 	cfg.Stage, cfg.StageURI, cfg.Discover = store, desc.GetRootUri(), desc
 	cfg.ServerOptions = opts
-	cfg.Logger = logger.With("role", "meta")
-	return meta.Open(ctx, cfg)
+	cfg.Logger = logger
+	if coord != nil {
+		cfg.Cluster = coord
+		if cfg.PeerDial, err = o.metaDial(tokens); err != nil {
+			return nil, err
+		}
+	}
+	svc, err := meta.Open(ctx, cfg)
+	if err != nil && coord != nil {
+		coord.Close(context.Background())
+	}
+	return svc, err
+}
+
+// coordinator builds the etcd coordinator of a clustered meta node; nil
+// without --etcd (a lone node that always leads).
+func (o *serveOptions) coordinator(listen string, logger *slog.Logger) (*cluster.Etcd, error) {
+	if o.etcd == "" {
+		return nil, nil
+	}
+	advertise := o.advertise
+	if advertise == "" {
+		host, port, err := net.SplitHostPort(listen)
+		if err != nil || port == "0" || host == "" || net.ParseIP(host).IsUnspecified() {
+			return nil, fmt.Errorf("%w: --advertise is required with --etcd when the meta address %q is not one that peers can dial", errUsage, listen)
+		}
+		advertise = listen
+	}
+	if o.tlsCert != "" && !strings.Contains(advertise, "://") {
+		advertise = "grpc+tls://" + advertise
+	}
+	cfg := cluster.DefaultEtcdConfig()
+	cfg.Endpoints = strings.Split(o.etcd, ",")
+	cfg.Advertise, cfg.TTL, cfg.Prefix = advertise, o.sessionTTL, o.etcdPrefix
+	cfg.Logger = logger
+	coord, err := cluster.NewEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return coord, nil
+}
+
+// metaDial is how this process authenticates to meta nodes: the query role
+// to meta, a meta follower to its leader.
+func (o *serveOptions) metaDial(tokens []string) (flightrpc.DialOptions, error) {
+	d := flightrpc.DialOptions{TLSCAFile: o.metaTLSCA}
+	switch {
+	case o.metaTokenFile != "":
+		t, err := auth.LoadTokens(o.metaTokenFile)
+		if err != nil {
+			return d, err
+		}
+		d.Token = t[0]
+	case len(tokens) > 0:
+		d.Token = tokens[0]
+	}
+	return d, nil
 }
 
 func startQuery(ctx context.Context, o *serveOptions, addr, metaEndpoint string, tokens []string, opts []grpc.ServerOption, logger *slog.Logger) (*query.Service, error) {
@@ -240,16 +323,9 @@ func startQuery(ctx context.Context, o *serveOptions, addr, metaEndpoint string,
 	cfg.ServerOptions = opts
 	cfg.Version = version
 	cfg.Logger = logger.With("role", "query")
-	cfg.MetaDial.TLSCAFile = o.metaTLSCA
-	switch {
-	case o.metaTokenFile != "":
-		t, err := auth.LoadTokens(o.metaTokenFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.MetaDial.Token = t[0]
-	case len(tokens) > 0:
-		cfg.MetaDial.Token = tokens[0]
+	var err error
+	if cfg.MetaDial, err = o.metaDial(tokens); err != nil {
+		return nil, err
 	}
 	return query.Open(ctx, cfg)
 }

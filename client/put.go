@@ -61,11 +61,14 @@ type AppendOptions struct {
 	ExpectedVersion *int64
 }
 
-// Appends that fail ambiguously are resent this many times in all, with a
-// growing pause; the commit id makes a resend harmless.
+// Appends that fail ambiguously are resent with a growing pause for up to
+// appendRetryFor, which outlasts a metadata failover (the leader's lease
+// TTL, 5 s by default, plus the election); the commit id makes a resend
+// harmless.
 const (
-	appendAttempts = 4
-	appendBackoff  = 250 * time.Millisecond
+	appendRetryFor   = 20 * time.Second
+	appendBackoff    = 100 * time.Millisecond
+	appendMaxBackoff = time.Second
 )
 
 // Failpoints of PutFile (internal/failpoint): LAKE_FAILPOINTS naming one
@@ -273,16 +276,17 @@ func (c *Client) Append(ctx context.Context, table string, rec arrow.RecordBatch
 	if cmd.CommitId == "" {
 		cmd.CommitId = uuid.NewString()
 	}
+	giveUp := time.Now().Add(appendRetryFor)
+	pause := appendBackoff
 	for attempt := 1; ; attempt++ {
 		res, err := flightrpc.Append(ctx, c.fc, cmd, rec.Schema(), []arrow.RecordBatch{rec})
 		if err == nil {
 			return res, nil
 		}
 		err = remoteError(err)
-		if !retryable(err) || ctx.Err() != nil || attempt == appendAttempts {
+		if !retryable(err) || ctx.Err() != nil || time.Now().Add(pause).After(giveUp) {
 			return nil, fmt.Errorf("client: append to %s: %w", table, err)
 		}
-		pause := appendBackoff << (attempt - 1)
 		c.log.Warn("append failed; resending with the same commit id",
 			"table", table, "commit_id", cmd.CommitId, "attempt", attempt, "pause", pause, "err", err)
 		select {
@@ -290,6 +294,7 @@ func (c *Client) Append(ctx context.Context, table string, rec arrow.RecordBatch
 		case <-ctx.Done():
 			return nil, fmt.Errorf("client: append to %s: %w (after: %v)", table, ctx.Err(), err)
 		}
+		pause = min(2*pause, appendMaxBackoff)
 	}
 }
 

@@ -78,3 +78,13 @@ func (c *Client) schema(ctx context.Context, table string) (*arrow.Schema, error
 	}
 	return s, nil
 }
+
+// Status reports the metadata cluster: its leader, members and how far
+// each member is behind the leader.
+func (c *Client) Status(ctx context.Context) (*lakepb.ClusterStatus, error) {
+	var st lakepb.ClusterStatus
+	if err := c.action(ctx, wire.ActionStatus, &lakepb.StatusRequest{}, &st); err != nil {
+		return nil, fmt.Errorf("client: status: %w", err)
+	}
+	return &st, nil
+}

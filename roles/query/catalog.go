@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
@@ -21,13 +20,14 @@ import (
 // catalog keeps one DuckDB view per lake table, pointing at the Parquet
 // files of the table's latest version.
 type catalog struct {
-	meta      flight.Client
+	meta      *flightrpc.Pool
 	eng       *engine
 	stage     *lakepb.StageDescriptor
 	cache     *fileCache // local copies of a remote stage's data files; nil for a local stage
 	emptyDir  string     // holds one empty Parquet file per table schema
 	mu        sync.Mutex
 	versions  map[string]tableView // name → what its view shows now
+	acked     map[string]int64     // name → newest version this node acknowledged an append of
 	refreshes int64                // views (re)defined; for tests
 }
 
@@ -41,13 +41,17 @@ type tableView struct {
 // redefines the views of tables that changed. It returns the table list.
 func (c *catalog) refresh(ctx context.Context) ([]*lakepb.TableInfo, error) {
 	var list lakepb.TableList
-	if err := flightrpc.Action(ctx, c.meta, wire.ActionListTables, &lakepb.ListTablesRequest{}, &list); err != nil {
+	if err := c.meta.Action(ctx, wire.ActionListTables, &lakepb.ListTablesRequest{}, &list); err != nil {
 		return nil, fmt.Errorf("list tables: %w", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, t := range list.Tables {
-		if v, ok := c.versions[t.Name]; ok && v.id == t.Id && v.version == t.Version {
+		v, ok := c.versions[t.Name]
+		// A meta follower may answer from a moment ago: never move a view
+		// back, and never show less than this node acknowledged
+		// (read-your-writes).
+		if ok && v.id == t.Id && v.version >= t.Version && v.version >= c.acked[t.Name] {
 			continue
 		}
 		if err := c.define(ctx, t); err != nil {
@@ -66,11 +70,25 @@ func (c *catalog) refresh(ctx context.Context) ([]*lakepb.TableInfo, error) {
 	return list.Tables, nil
 }
 
-// define (re)creates the view of t at t.Version.
+// noteAck records that this node acknowledged version of table, so its
+// next statements see at least that version.
+func (c *catalog) noteAck(table string, version int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if version > c.acked[table] {
+		c.acked[table] = version
+	}
+}
+
+// define (re)creates the view of t at t.Version, or at the newest version
+// when this node acknowledged a later one than t.Version.
 func (c *catalog) define(ctx context.Context, t *lakepb.TableInfo) error {
 	var snap lakepb.Snapshot
 	req := &lakepb.SnapshotRequest{Name: t.Name, Version: &t.Version}
-	if err := flightrpc.Action(ctx, c.meta, wire.ActionSnapshot, req, &snap); err != nil {
+	if min := c.acked[t.Name]; min > t.Version {
+		req = &lakepb.SnapshotRequest{Name: t.Name, MinVersion: &min}
+	}
+	if err := c.meta.Action(ctx, wire.ActionSnapshot, req, &snap); err != nil {
 		return fmt.Errorf("snapshot of %s: %w", t.Name, err)
 	}
 	paths := make([]string, 0, len(snap.Files))

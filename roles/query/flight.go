@@ -1,15 +1,18 @@
 package query
 
 import (
+	"context"
 	"errors"
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lakedata/lake/wire"
+	"github.com/lakedata/lake/wire/lakepb"
 )
 
 // endpoint is the query node's Flight face: Flight SQL, with DoPut and
@@ -23,7 +26,7 @@ type endpoint struct {
 // relayedActions go to the metadata service unchanged.
 var relayedActions = map[string]bool{
 	wire.ActionCreateTable: true, wire.ActionListTables: true, wire.ActionDescribeTable: true,
-	wire.ActionHistory: true, wire.ActionSnapshot: true,
+	wire.ActionHistory: true, wire.ActionSnapshot: true, wire.ActionStatus: true,
 }
 
 // DoPut relays FILE appends and refuses everything else: SQL is read-only.
@@ -35,53 +38,104 @@ func (e *endpoint) DoPut(stream flight.FlightService_DoPutServer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := wire.DecodeAppendDescriptor(first.FlightDescriptor); err != nil {
+	cmd, err := wire.DecodeAppendDescriptor(first.FlightDescriptor)
+	if err != nil {
 		if errors.Is(err, wire.ErrUnknownCommand) {
 			return status.Errorf(codes.InvalidArgument, "lake SQL is read-only: DoPut accepts only %s (FILE appends): %v", wire.AppendTypeURL, err)
 		}
 		return statusErr(err)
 	}
-	return e.svc.relayAppend(stream, first)
+	return e.svc.relayAppend(stream, cmd, first)
 }
 
-// relayAppend forwards an append to meta frame by frame, never decoding
-// the record batches, and passes meta's acknowledgement (or error) back.
-// File bytes are never part of it: clients upload them to the stage.
-func (s *Service) relayAppend(client flight.FlightService_DoPutServer, first *flight.FlightData) error {
+// maxRelayBytes bounds the frames of one append the relay holds for a
+// resend to another meta node; it matches meta's own bound on an append.
+const maxRelayBytes = 256 << 20
+
+// relayAppend forwards an append to meta without decoding its record
+// batches and passes meta's acknowledgement (or error) back. File bytes
+// are never part of it: clients upload them to the stage. The frames are
+// kept until meta answers, so an append that meets an unavailable meta
+// node is sent again to the next one; the commit_id (assigned here when the
+// client sent none) makes that resend safe.
+func (s *Service) relayAppend(client flight.FlightService_DoPutServer, cmd *lakepb.Append, first *flight.FlightData) error {
 	ctx := client.Context()
-	up, err := s.meta.DoPut(ctx)
+	if cmd.GetCommitId() == "" {
+		cmd.CommitId = uuid.NewString()
+		desc, err := wire.AppendDescriptor(cmd)
+		if err != nil {
+			return statusErr(err)
+		}
+		first.FlightDescriptor = desc
+	}
+	frames := []*flight.FlightData{first}
+	size := frameSize(first)
+	for {
+		msg, err := client.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if size += frameSize(msg); size > maxRelayBytes {
+			return status.Errorf(codes.InvalidArgument, "%v: the append exceeds %d bytes; split it", wire.ErrInvalidRequest, maxRelayBytes)
+		}
+		frames = append(frames, msg)
+	}
+	var results []*flight.PutResult
+	err := s.meta.Do(ctx, func(ctx context.Context, fc flight.Client) error {
+		var err error
+		results, err = sendAppend(ctx, fc, frames)
+		return err
+	})
 	if err != nil {
 		return statusErr(err)
 	}
-	msg := first
-	for {
+	for _, res := range results {
+		if r, err := wire.DecodeAppendResult(res.GetAppMetadata()); err == nil {
+			s.cat.noteAck(r.GetTable(), r.GetVersion())
+		}
+		if err := client.Send(res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func frameSize(m *flight.FlightData) int {
+	return len(m.GetDataHeader()) + len(m.GetDataBody()) + len(m.GetAppMetadata())
+}
+
+// sendAppend sends one append's frames to a meta node and returns its
+// results.
+func sendAppend(ctx context.Context, fc flight.Client, frames []*flight.FlightData) ([]*flight.PutResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	up, err := fc.DoPut(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, msg := range frames {
 		if err := up.Send(msg); err != nil {
 			// meta answered early (a bad table, schema, …): its status is
 			// what the client needs, and Recv below returns it.
 			break
 		}
-		msg, err = client.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
 	}
 	if err := up.CloseSend(); err != nil {
-		return statusErr(err)
+		return nil, err
 	}
+	var results []*flight.PutResult
 	for {
 		res, err := up.Recv()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return results, nil
 		}
 		if err != nil {
-			return statusErr(err)
+			return nil, err
 		}
-		if err := client.Send(res); err != nil {
-			return err
-		}
+		results = append(results, res)
 	}
 }
 
@@ -102,22 +156,33 @@ func (e *endpoint) DoAction(action *flight.Action, stream flight.FlightService_D
 }
 
 func (s *Service) relayAction(action *flight.Action, client flight.FlightService_DoActionServer) error {
-	results, err := s.meta.DoAction(client.Context(), action)
+	var results []*flight.Result
+	err := s.meta.Do(client.Context(), func(ctx context.Context, fc flight.Client) error {
+		stream, err := fc.DoAction(ctx, action)
+		if err != nil {
+			return err
+		}
+		results = results[:0]
+		for {
+			r, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			results = append(results, r)
+		}
+	})
 	if err != nil {
 		return statusErr(err)
 	}
-	for {
-		r, err := results.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return statusErr(err)
-		}
+	for _, r := range results {
 		if err := client.Send(r); err != nil {
 			return err
 		}
 	}
+	return nil
 }
 
 // ListActions lists lake's actions, then Flight SQL's.
@@ -129,6 +194,7 @@ func (e *endpoint) ListActions(in *flight.Empty, stream flight.FlightService_Lis
 		{Type: wire.ActionDescribeTable, Description: "Describe a table (relayed)."},
 		{Type: wire.ActionHistory, Description: "A table's versions (relayed)."},
 		{Type: wire.ActionSnapshot, Description: "The data files of a table version (relayed)."},
+		{Type: wire.ActionStatus, Description: "The metadata cluster: leader, members, lag (relayed)."},
 	} {
 		if err := stream.Send(a); err != nil {
 			return err

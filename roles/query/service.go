@@ -25,7 +25,7 @@ import (
 type Service struct {
 	cfg   Config
 	log   *slog.Logger
-	meta  flight.Client
+	meta  *flightrpc.Pool
 	stage *lakepb.StageDescriptor
 	eng   *engine
 	cat   *catalog
@@ -49,7 +49,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: logger}
 	var err error
-	if s.meta, err = flightrpc.DialEndpoint(cfg.Meta, cfg.MetaDial); err != nil {
+	if s.meta, err = flightrpc.DialPool(cfg.Meta, cfg.MetaDial); err != nil {
 		return nil, fmt.Errorf("query: connect to meta %s: %w", cfg.Meta, err)
 	}
 	if s.stage, err = s.discover(ctx); err != nil {
@@ -79,7 +79,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 		s.meta.Close()
 		return nil, err
 	}
-	s.cat = &catalog{meta: s.meta, eng: s.eng, stage: s.stage, emptyDir: emptyDir, versions: map[string]tableView{}}
+	s.cat = &catalog{meta: s.meta, eng: s.eng, stage: s.stage, emptyDir: emptyDir, versions: map[string]tableView{}, acked: map[string]int64{}}
 	if s.stage.GetKind() != "file" {
 		if s.cat.cache, err = s.openCache(ctx); err != nil {
 			s.Close(context.Background())
@@ -113,7 +113,7 @@ func (s *Service) discover(ctx context.Context) (*lakepb.StageDescriptor, error)
 	defer cancel()
 	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 		var d lakepb.StageDescriptor
-		err := flightrpc.Action(ctx, s.meta, wire.ActionDiscover, &lakepb.DiscoverRequest{}, &d)
+		err := s.meta.Action(ctx, wire.ActionDiscover, &lakepb.DiscoverRequest{}, &d)
 		if err == nil {
 			return &d, nil
 		}
