@@ -6,9 +6,9 @@ import (
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lakedata/lake/wire"
