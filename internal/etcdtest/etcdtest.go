@@ -1,6 +1,7 @@
 package etcdtest
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Server is an embedded etcd member.
@@ -21,8 +24,29 @@ type Server struct {
 	client url.URL
 	peer   url.URL
 
-	mu sync.Mutex
-	e  *embed.Etcd
+	mu   sync.Mutex
+	e    *embed.Etcd
+	logs syncBuffer // etcd's own log, shown only when the test fails
+}
+
+// syncBuffer is a bytes.Buffer safe for etcd's logging goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) Sync() error { return nil }
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Start starts etcd in a temporary directory; it stops when the test ends.
@@ -35,7 +59,12 @@ func Start(t testing.TB) *Server {
 	}
 	s.Endpoint = s.client.String()
 	s.start()
-	t.Cleanup(s.Stop)
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			t.Logf("etcd log:\n%s", s.logs.String())
+		}
+	})
 	return s
 }
 
@@ -53,7 +82,8 @@ func (s *Server) start() {
 	cfg := embed.NewConfig()
 	cfg.Name = "lake-test"
 	cfg.Dir = s.dir
-	cfg.LogLevel = "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(zapcore.NewCore(
+		zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), &s.logs, zap.WarnLevel)))
 	cfg.ListenClientUrls = []url.URL{s.client}
 	cfg.AdvertiseClientUrls = []url.URL{s.client}
 	cfg.ListenPeerUrls = []url.URL{s.peer}

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/lakedata/lake/internal/failpoint"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/roles/meta/cluster"
 	"github.com/lakedata/lake/wire"
@@ -361,6 +362,7 @@ func (s *Service) commitOnce(ctx context.Context, t *table, commit []*appendReq)
 	if err != nil {
 		return 0, err
 	}
+	failpoint.Hit("meta-before-log-put")
 	err = s.stage.putRecordAfter(ctx, rec, raw, func() error {
 		_, err := s.store.Put(ctx, key, bytes.NewReader(data), objects.PutOptions{ContentType: "application/vnd.apache.parquet"})
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 
+	"github.com/lakedata/lake/internal/failpoint"
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/roles/meta/cluster"
@@ -364,6 +365,7 @@ func (s *Service) CreateTable(ctx context.Context, name string, schema *arrow.Sc
 		return nil, fmt.Errorf("meta: create %q: write creation record: %w", name, err)
 	}
 	// The catalog entry is the commit point: exactly one creator wins it.
+	failpoint.Hit("meta-before-catalog-put")
 	err = s.stage.putCatalog(ctx, catalogEntry{Format: recordFormat, Name: name, TableID: id, CreatedAt: now})
 	if errors.Is(err, objects.ErrExists) {
 		_ = s.store.Delete(ctx, logKey(id, 0)) // our orphan; harmless if it stays
@@ -382,6 +384,11 @@ func (s *Service) CreateTable(ctx context.Context, name string, schema *arrow.Sc
 		return nil, fmt.Errorf("meta: create %q: index: %w", name, err)
 	}
 	s.addTable(t)
+	if !s.canCommit() {
+		// Created, but this node stopped leading meanwhile: it does not
+		// acknowledge. A retry with if_not_exists finds the table.
+		return nil, errNotLeading
+	}
 	s.cluster.PublishHead(cluster.Head{TableID: id, Name: name, Version: 0})
 	s.log.Info("table created", "table", name, "id", id)
 	info := t.info()
