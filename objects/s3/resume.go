@@ -222,12 +222,8 @@ type resumable struct {
 	tr    *tracker
 	known [][sha256.Size]byte // part sums hashed in this run, or nil
 
-	mu  sync.Mutex // guards cp.Parts and gen
-	cp  *checkpoint.Checkpoint
-	gen int64 // parts recorded in cp so far
-
-	saveMu sync.Mutex // serializes Saves of part records
-	saved  int64      // gen of the last successful Save
+	mu sync.Mutex // serializes changes of cp.Parts and their Saves
+	cp *checkpoint.Checkpoint
 }
 
 func (r *resumable) run(ctx context.Context) (objects.Info, error) {
@@ -313,7 +309,12 @@ func (r *resumable) uploadMissing(ctx context.Context) error {
 		want, verify := finished[num]
 		if r.known != nil && !verify {
 			// Hashed at the start of this run: S3 checks the bytes.
-			r.goSend(uctx, &wg, bufs, buf, num, data, cancel)
+			wg.Go(func() {
+				defer bufs.put(buf)
+				if err := r.sendPart(uctx, num, data); err != nil {
+					cancel(err)
+				}
+			})
 			continue
 		}
 		var sum [sha256.Size]byte
@@ -335,7 +336,12 @@ func (r *resumable) uploadMissing(ctx context.Context) error {
 			r.tr.add(int64(len(data)))
 			continue
 		}
-		r.goSend(uctx, &wg, bufs, buf, num, data, cancel)
+		wg.Go(func() {
+			defer bufs.put(buf)
+			if err := r.sendPart(uctx, num, data); err != nil {
+				cancel(err)
+			}
+		})
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -348,19 +354,6 @@ func (r *resumable) uploadMissing(ctx context.Context) error {
 		return fmt.Errorf("%w: its SHA-256 is not the one hashed when the upload started", checkpoint.ErrSourceChanged)
 	}
 	return nil
-}
-
-// goSend uploads data, held in buf, as part num on a goroutine of wg. buf
-// goes back to bufs as soon as S3 has answered, before the checkpoint is
-// saved, so the reader can fill it with the next part meanwhile.
-func (r *resumable) goSend(ctx context.Context, wg *sync.WaitGroup, bufs *partBuffers, buf []byte, num int32, data []byte, cancel context.CancelCauseFunc) {
-	wg.Go(func() {
-		release := sync.OnceFunc(func() { bufs.put(buf) })
-		defer release()
-		if err := r.sendPart(ctx, num, data, release); err != nil {
-			cancel(err)
-		}
-	})
 }
 
 // readPart fills buf from the file at off; a file now too short is a
@@ -377,16 +370,14 @@ func readPart(f *os.File, buf []byte, off int64) error {
 	}
 }
 
-// sendPart uploads one part and records it in the checkpoint. It calls
-// sent once the request has returned and data is no longer needed.
-func (r *resumable) sendPart(ctx context.Context, num int32, data []byte, sent func()) error {
+// sendPart uploads one part and records it in the checkpoint.
+func (r *resumable) sendPart(ctx context.Context, num int32, data []byte) error {
 	b := r.cp.Binding // never changed during the run
 	var known *[sha256.Size]byte
 	if r.known != nil {
 		known = &r.known[num-1]
 	}
 	p, err := r.s.uploadPart(ctx, b.Key, b.UploadID, num, data, known)
-	sent()
 	// A part whose bytes no longer match the sum hashed at the start:
 	// S3 names it by the payload hash or by the checksum.
 	if code := errorCode(err); known != nil && (code == "BadDigest" || code == "XAmzContentSHA256Mismatch") {
@@ -404,43 +395,17 @@ func (r *resumable) sendPart(ctx context.Context, num int32, data []byte, sent f
 		Number: num, Length: p.Size, ETag: p.ETag,
 		ChecksumSHA256: p.Checksum, SHA256: hex.EncodeToString(sum),
 	}
-	if err := r.record(rec); err != nil {
+	r.mu.Lock()
+	cp := r.cp
+	i, _ := slices.BinarySearchFunc(cp.Parts, num, func(q checkpoint.Part, n int32) int { return int(q.Number - n) })
+	cp.Parts = slices.Insert(cp.Parts, i, rec)
+	err = r.sess.Save(cp)
+	r.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	failpoint.Hit(FailAfterPartCheckpoint)
 	r.tr.add(p.Size)
-	return nil
-}
-
-// record adds a finished part to the checkpoint and returns once a Save
-// holding it has succeeded. Saves are group commits: parts that finish
-// while a Save runs wait for it, and then the first of them saves them
-// all, so parts finishing together share one fsync'd write.
-func (r *resumable) record(rec checkpoint.Part) error {
-	r.mu.Lock()
-	cp := r.cp
-	i, _ := slices.BinarySearchFunc(cp.Parts, rec.Number, func(q checkpoint.Part, n int32) int { return int(q.Number - n) })
-	cp.Parts = slices.Insert(cp.Parts, i, rec)
-	r.gen++
-	gen := r.gen
-	r.mu.Unlock()
-
-	r.saveMu.Lock()
-	defer r.saveMu.Unlock()
-	if r.saved >= gen {
-		return nil // saved by a part that finished meanwhile
-	}
-	// A copy, so parts finishing during the write do not race with its
-	// encoding.
-	r.mu.Lock()
-	snap := *r.cp
-	snap.Parts = slices.Clone(r.cp.Parts)
-	gen = r.gen
-	r.mu.Unlock()
-	if err := r.sess.Save(&snap); err != nil {
-		return err
-	}
-	r.saved = gen
 	return nil
 }
 
