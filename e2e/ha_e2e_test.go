@@ -38,7 +38,7 @@ const haTTL = 2 * time.Second
 // haCluster is meta nodes as lake processes on one S3 stage (versitygw),
 // electing a leader through a real etcd.
 type haCluster struct {
-	t      *testing.T
+	t      testing.TB
 	etcd   *etcdtest.Server
 	gw     *s3test.Server
 	bucket string
@@ -54,7 +54,7 @@ type metaNode struct {
 	p       *proc
 }
 
-func newHACluster(t *testing.T, nodes int, ttl time.Duration) *haCluster {
+func newHACluster(t testing.TB, nodes int, ttl time.Duration) *haCluster {
 	t.Helper()
 	c := &haCluster{t: t, etcd: etcdtest.Start(t), gw: s3test.Start(t), dir: t.TempDir(), ttl: ttl}
 	c.gw.SetEnv(t)
@@ -65,7 +65,7 @@ func newHACluster(t *testing.T, nodes int, ttl time.Duration) *haCluster {
 	return c
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +104,13 @@ func (c *haCluster) metaList() string {
 
 func (c *haCluster) startQuery() *proc {
 	c.t.Helper()
-	return startLake(c.t, "serve", "--role=query", "--listen", "127.0.0.1:0", "--meta", c.metaList(),
+	return c.startQueryOn(c.metaList())
+}
+
+// startQueryOn starts a query node that knows only the meta nodes metas.
+func (c *haCluster) startQueryOn(metas string) *proc {
+	c.t.Helper()
+	return startLake(c.t, "serve", "--role=query", "--listen", "127.0.0.1:0", "--meta", metas,
 		"--data-dir", filepath.Join(c.dir, "query-"+uuid.NewString()[:8]))
 }
 
@@ -144,7 +150,7 @@ func (c *haCluster) waitLeader(addr string, within time.Duration) string {
 }
 
 // startLakeEnv is startLake with extra environment (failpoints).
-func startLakeEnv(t *testing.T, env []string, args ...string) *proc {
+func startLakeEnv(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
 	if len(env) == 0 {
 		return startLake(t, args...)
@@ -361,7 +367,7 @@ func TestKillLeaderUnderLoad(t *testing.T) {
 }
 
 // countRows returns count(*) and count(DISTINCT name) of clips.
-func countRows(t *testing.T, ctx context.Context, c *client.Client) (int64, int64) {
+func countRows(t testing.TB, ctx context.Context, c *client.Client) (int64, int64) {
 	t.Helper()
 	rdr, err := c.Query(ctx, "SELECT count(*) AS n, count(DISTINCT name) AS d FROM clips")
 	if err != nil {

@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 
 // proc is a running lake process whose stderr is kept for failures.
 type proc struct {
-	t         *testing.T
+	t         testing.TB
 	cmd       *exec.Cmd
 	mu        sync.Mutex
 	logs      strings.Builder
@@ -57,7 +57,7 @@ var listenLine = regexp.MustCompile(`msg="[^"]*listening" role=(\S+) addr=(\S+)`
 
 // startLake runs `lake args...` and waits until its last role logs its
 // listen address: query for --role=all and --role=query, else meta.
-func startLake(t *testing.T, args ...string) *proc {
+func startLake(t testing.TB, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, cmd: exec.Command(lakeBin, args...), addr: make(chan string, 1), done: make(chan struct{}),
 		readyRole: "query", roles: map[string]string{}}
@@ -138,7 +138,7 @@ func (p *proc) kill(sig syscall.Signal) {
 	<-p.done
 }
 
-func withTimeout(t *testing.T, d time.Duration) context.Context {
+func withTimeout(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx

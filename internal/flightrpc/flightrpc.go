@@ -118,6 +118,44 @@ func Append(ctx context.Context, fc flight.Client, cmd *lakepb.Append, schema *a
 	return res, nil
 }
 
+// SendPut sends the frames of one DoPut as they are (never decoding the
+// record batches) and returns the service's results. A relay uses it to
+// pass an append on.
+func SendPut(ctx context.Context, fc flight.Client, frames []*flight.FlightData) ([]*flight.PutResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	up, err := fc.DoPut(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, msg := range frames {
+		if err := up.Send(msg); err != nil {
+			// The service answered early (a bad table, schema, …): its
+			// status is what the caller needs, and Recv below returns it.
+			break
+		}
+	}
+	if err := up.CloseSend(); err != nil {
+		return nil, err
+	}
+	var results []*flight.PutResult
+	for {
+		res, err := up.Recv()
+		if errors.Is(err, io.EOF) {
+			return results, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, res)
+	}
+}
+
+// FrameSize is the payload size of one Flight message.
+func FrameSize(m *flight.FlightData) int {
+	return len(m.GetDataHeader()) + len(m.GetDataBody()) + len(m.GetAppMetadata())
+}
+
 // finish returns the service's own status when a send failed because the
 // service already answered (io.EOF on Send hides the real error).
 func finish(stream flight.FlightService_DoPutClient, sendErr error) error {

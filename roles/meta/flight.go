@@ -61,9 +61,17 @@ func (m *firstMessage) Recv() (*flight.FlightData, error) {
 }
 
 func (f *flightService) DoPut(stream flight.FlightService_DoPutServer) error {
-	res, err := f.doPut(stream)
+	res, forwarded, err := f.doPut(stream)
 	if err != nil {
 		return statusErr(err)
+	}
+	if forwarded != nil {
+		for _, r := range forwarded {
+			if err := stream.Send(r); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	meta, err := wire.EncodeAppendResult(res)
 	if err != nil {
@@ -72,19 +80,34 @@ func (f *flightService) DoPut(stream flight.FlightService_DoPutServer) error {
 	return stream.Send(&flight.PutResult{AppMetadata: meta})
 }
 
-func (f *flightService) doPut(stream flight.FlightService_DoPutServer) (*lakepb.AppendResult, error) {
+// doPut commits an append, or on a follower passes its frames to the
+// leader as they are and returns the leader's results.
+func (f *flightService) doPut(stream flight.FlightService_DoPutServer) (*lakepb.AppendResult, []*flight.PutResult, error) {
 	ctx := stream.Context()
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: the stream ended before its first message", wire.ErrEmptyAppend)
+		return nil, nil, fmt.Errorf("%w: the stream ended before its first message", wire.ErrEmptyAppend)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cmd, err := wire.DecodeAppendDescriptor(first.FlightDescriptor)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	if err := wire.ValidateAppend(cmd); err != nil {
+		return nil, nil, err
+	}
+	if !f.svc.canCommit() {
+		results, err := f.svc.forwardFrames(ctx, stream, first)
+		return nil, results, err
+	}
+	res, err := f.readAppend(ctx, stream, cmd, first)
+	return res, nil, err
+}
+
+// readAppend reads an append's records and commits them.
+func (f *flightService) readAppend(ctx context.Context, stream flight.FlightService_DoPutServer, cmd *lakepb.Append, first *flight.FlightData) (*lakepb.AppendResult, error) {
 	t, err := f.svc.table(ctx, cmd.GetTable())
 	if err != nil {
 		return nil, err

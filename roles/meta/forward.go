@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -61,6 +62,36 @@ func (s *Service) forwardAppend(ctx context.Context, cmd *lakepb.Append, recs []
 		return nil, forwardErr(err)
 	}
 	return res, nil
+}
+
+// forwardFrames passes an append's frames to the leader without decoding
+// its records (the leader validates them) and returns its results.
+func (s *Service) forwardFrames(ctx context.Context, stream flight.DataStreamReader, first *flight.FlightData) ([]*flight.PutResult, error) {
+	frames := []*flight.FlightData{first}
+	size := int64(flightrpc.FrameSize(first))
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if size += int64(flightrpc.FrameSize(msg)); size > s.cfg.MaxAppendBytes {
+			return nil, fmt.Errorf("%w: the append exceeds %d bytes; split it", wire.ErrInvalidRequest, s.cfg.MaxAppendBytes)
+		}
+		frames = append(frames, msg)
+	}
+	fc, fctx, cancel, err := s.leaderClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	results, err := flightrpc.SendPut(fctx, fc, frames)
+	if err != nil {
+		return nil, forwardErr(err)
+	}
+	return results, nil
 }
 
 // forwardCreate creates a table through the leader, then loads it here so

@@ -101,9 +101,17 @@ func (s *Service) syncAll(ctx context.Context) error {
 
 // syncTable applies t's log records past its head.
 func (s *Service) syncTable(ctx context.Context, t *table) error {
+	return s.syncTableTo(ctx, t, -1)
+}
+
+// syncTableTo applies t's log records up to version last (-1: all).
+func (s *Service) syncTableTo(ctx context.Context, t *table, last int64) error {
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
-	return s.catchUp(ctx, t)
+	if last >= 0 && t.row().Head >= last {
+		return nil // applied meanwhile
+	}
+	return s.catchUpTo(ctx, t, last)
 }
 
 // ensureTable returns the table called name, loading it from the stage
@@ -218,5 +226,5 @@ func (s *Service) applyHead(h cluster.Head) error {
 			return err
 		}
 	}
-	return s.syncTable(s.ctx, t)
+	return s.syncTableTo(s.ctx, t, h.Version)
 }

@@ -261,12 +261,19 @@ func (s *Service) loadFromStage(ctx context.Context, name string) (*table, error
 }
 
 // catchUp applies every log record past t's head, reading the stage until
-// the log ends. Only the committer of t (or load, before it runs) calls it.
+// the log ends. The caller holds t.writeMu (or is load, before the
+// committers run).
 func (s *Service) catchUp(ctx context.Context, t *table) error {
+	return s.catchUpTo(ctx, t, -1)
+}
+
+// catchUpTo is catchUp up to version last (-1: the end of the log). A known
+// last saves the read that would find the end.
+func (s *Service) catchUpTo(ctx context.Context, t *table, last int64) error {
 	row := t.row()
 	var raws [][]byte
 	var recs []*logRecord
-	for v := row.Head + 1; ; v++ {
+	for v := row.Head + 1; last < 0 || v <= last; v++ {
 		raw, rec, err := s.stage.readRecord(ctx, t.id, v)
 		if errors.Is(err, objects.ErrNotFound) {
 			break
@@ -294,7 +301,7 @@ func (s *Service) applyRecords(t *table, raws [][]byte, recs []*logRecord) error
 		return fmt.Errorf("meta: index table %q: %w", t.name, err)
 	}
 	s.advance(t, recs)
-	s.log.Info("caught up from the stage log", "table", t.name, "version", recs[len(recs)-1].Version, "records", len(recs))
+	s.log.Debug("caught up from the stage log", "table", t.name, "version", recs[len(recs)-1].Version, "records", len(recs))
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -69,7 +70,7 @@ func (s *Service) relayAppend(client flight.FlightService_DoPutServer, cmd *lake
 		first.FlightDescriptor = desc
 	}
 	frames := []*flight.FlightData{first}
-	size := frameSize(first)
+	size := flightrpc.FrameSize(first)
 	for {
 		msg, err := client.Recv()
 		if errors.Is(err, io.EOF) {
@@ -78,7 +79,7 @@ func (s *Service) relayAppend(client flight.FlightService_DoPutServer, cmd *lake
 		if err != nil {
 			return err
 		}
-		if size += frameSize(msg); size > maxRelayBytes {
+		if size += flightrpc.FrameSize(msg); size > maxRelayBytes {
 			return status.Errorf(codes.InvalidArgument, "%v: the append exceeds %d bytes; split it", wire.ErrInvalidRequest, maxRelayBytes)
 		}
 		frames = append(frames, msg)
@@ -86,7 +87,7 @@ func (s *Service) relayAppend(client flight.FlightService_DoPutServer, cmd *lake
 	var results []*flight.PutResult
 	err := s.meta.Do(ctx, func(ctx context.Context, fc flight.Client) error {
 		var err error
-		results, err = sendAppend(ctx, fc, frames)
+		results, err = flightrpc.SendPut(ctx, fc, frames)
 		return err
 	})
 	if err != nil {
@@ -103,41 +104,6 @@ func (s *Service) relayAppend(client flight.FlightService_DoPutServer, cmd *lake
 	return nil
 }
 
-func frameSize(m *flight.FlightData) int {
-	return len(m.GetDataHeader()) + len(m.GetDataBody()) + len(m.GetAppMetadata())
-}
-
-// sendAppend sends one append's frames to a meta node and returns its
-// results.
-func sendAppend(ctx context.Context, fc flight.Client, frames []*flight.FlightData) ([]*flight.PutResult, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	up, err := fc.DoPut(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, msg := range frames {
-		if err := up.Send(msg); err != nil {
-			// meta answered early (a bad table, schema, …): its status is
-			// what the client needs, and Recv below returns it.
-			break
-		}
-	}
-	if err := up.CloseSend(); err != nil {
-		return nil, err
-	}
-	var results []*flight.PutResult
-	for {
-		res, err := up.Recv()
-		if errors.Is(err, io.EOF) {
-			return results, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		results = append(results, res)
-	}
-}
 
 // DoAction answers lake.discover, relays table actions to meta and hands
 // the rest (Flight SQL's prepared statements) to the Flight SQL server.
