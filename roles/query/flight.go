@@ -104,7 +104,6 @@ func (s *Service) relayAppend(client flight.FlightService_DoPutServer, cmd *lake
 	return nil
 }
 
-
 // DoAction answers lake.discover, relays table actions to meta and hands
 // the rest (Flight SQL's prepared statements) to the Flight SQL server.
 func (e *endpoint) DoAction(action *flight.Action, stream flight.FlightService_DoActionServer) error {
