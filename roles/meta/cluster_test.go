@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -129,6 +130,15 @@ func TestFollowerForwardsMutationsToLeader(t *testing.T) {
 	res2, err := follower.append("clips", "commit-a", rec)
 	if err != nil || res2.Version != 1 || !res2.Duplicate {
 		t.Fatalf("retry through the follower: %+v, %v; want version 1, duplicate", res2, err)
+	}
+
+	// The Go API forwards too.
+	goRes, err := follower.svc.Append(context.Background(), &lakepb.Append{Table: "clips", CommitId: "commit-b"}, []arrow.RecordBatch{rec})
+	if err != nil || goRes.Version != 2 || goRes.Duplicate {
+		t.Fatalf("Go API append on the follower: %+v, %v; want version 2", goRes, err)
+	}
+	if head := leader.svc.lookup("clips").row().Head; head != 2 {
+		t.Fatalf("leader head %d after the Go API append, want 2", head)
 	}
 
 	st := follower.status()

@@ -11,10 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+
+	"github.com/lakedata/lake/wire"
 )
 
 // EtcdConfig configures an Etcd coordinator.
@@ -391,14 +394,45 @@ func (e *Etcd) watchHeads(ctx context.Context, h Hooks) {
 }
 
 func (e *Etcd) deliver(h Hooks, raw []byte) {
-	var head Head
-	if err := json.Unmarshal(raw, &head); err != nil || head.TableID == "" {
-		e.log.Warn("ignoring a malformed head announcement", "err", err)
+	head, err := DecodeHead(raw)
+	if err != nil {
+		e.log.Warn("ignoring a head announcement", "err", err)
 		return
 	}
 	if h.Head != nil {
 		h.Head(head)
 	}
+}
+
+// ErrMalformed: a value read from etcd is not what lake writes there.
+var ErrMalformed = errors.New("cluster: malformed value in etcd")
+
+// DecodeHead decodes and checks a head announcement: anyone who can write
+// to etcd can put bytes there, and a follower acts on them.
+func DecodeHead(raw []byte) (Head, error) {
+	var h Head
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return Head{}, fmt.Errorf("%w: head: %v", ErrMalformed, err)
+	}
+	if err := wire.ValidateTableName(h.Name); err != nil {
+		return Head{}, fmt.Errorf("%w: head: %v", ErrMalformed, err)
+	}
+	if _, err := uuid.Parse(h.TableID); err != nil || h.Version < 0 {
+		return Head{}, fmt.Errorf("%w: head of %q: table id %q, version %d", ErrMalformed, h.Name, h.TableID, h.Version)
+	}
+	return h, nil
+}
+
+// decodeMember decodes a member key's value.
+func decodeMember(raw []byte) (member, error) {
+	var m member
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return member{}, fmt.Errorf("%w: member: %v", ErrMalformed, err)
+	}
+	if m.Addr == "" || m.Report.Tables < 0 || m.Report.Versions < 0 {
+		return member{}, fmt.Errorf("%w: member %q", ErrMalformed, m.Addr)
+	}
+	return m, nil
 }
 
 // member is the value of a node's member key.
@@ -497,8 +531,9 @@ func (e *Etcd) Members(ctx context.Context) ([]Member, error) {
 	}
 	out := make([]Member, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		var m member
-		if err := json.Unmarshal(kv.Value, &m); err != nil {
+		m, err := decodeMember(kv.Value)
+		if err != nil {
+			e.log.Warn("ignoring a member entry", "key", string(kv.Key), "err", err)
 			continue
 		}
 		out = append(out, Member{Addr: m.Addr, Leader: m.Addr == leader, Report: m.Report, Started: m.Started, Updated: m.Updated})
