@@ -11,13 +11,16 @@
 // fits is sent in one PutObject; a larger one becomes a multipart upload
 // whose parts are sent Concurrency at a time, so a Put holds at most
 // Concurrency × PartSize bytes of it in memory. Every request body carries
-// its SHA-256 (x-amz-checksum-sha256, which S3 verifies, and the same sum
-// signs the payload). The lowercase hex SHA-256 of the whole object goes into
-// the object's user metadata "sha256" whenever it is known before the upload
-// starts: always for single-request objects and PutPath; not for a multipart
-// Put from a stream, whose sum is known only at the end (Info.SHA256 still
-// has it). A failed or cancelled multipart upload is aborted, so neither a
-// partial object nor its parts remain — except a resumable one.
+// its SHA-256 (x-amz-checksum-sha256, a signed header, which S3 verifies).
+// A single request also signs its payload with that sum; a part is sent as
+// UNSIGNED-PAYLOAD, which spares S3 a second hash of its bytes while the
+// checksum still binds them to the signature. The lowercase hex SHA-256 of
+// the whole object goes into the object's user metadata "sha256" whenever it
+// is known before the upload starts: always for single-request objects and
+// PutPath; not for a multipart Put from a stream, whose sum is known only
+// at the end (Info.SHA256 still has it). A failed or cancelled multipart
+// upload is aborted, so neither a partial object nor its parts remain —
+// except a resumable one.
 //
 // PutPath with a checkpoint session is resumable (DESIGN §7, resume.go):
 // a multipart upload whose checkpoint is saved before the first part and
