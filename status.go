@@ -65,7 +65,11 @@ func runStatus(ctx context.Context, c *client.Client, asJSON bool, w io.Writer) 
 	if leader == "" {
 		leader = "none (an election is in progress, or etcd is unreachable)"
 	}
-	fmt.Fprintf(w, "leader: %s\nanswered by: %s\n", leader, st.GetAnsweredBy())
+	answered := st.GetAnsweredBy()
+	if st.GetAcceptingWrites() {
+		answered += " (the leader, accepting writes)"
+	}
+	fmt.Fprintf(w, "leader: %s\nanswered by: %s\n", leader, answered)
 	if e := st.GetError(); e != "" {
 		fmt.Fprintf(w, "error: %s\n", e)
 	}

@@ -128,8 +128,8 @@ func status1(ctx context.Context, addr string) (*lakepb.ClusterStatus, error) {
 	return &st, err
 }
 
-// waitLeader waits until addr reports itself the leader ("" = any node)
-// and returns the leader's address.
+// waitLeader waits until addr accepts writes as the leader ("" = any
+// node) and returns the leader's address.
 func (c *haCluster) waitLeader(addr string, within time.Duration) string {
 	c.t.Helper()
 	deadline := time.Now().Add(within)
@@ -139,7 +139,7 @@ func (c *haCluster) waitLeader(addr string, within time.Duration) string {
 				continue
 			}
 			st, err := status1(context.Background(), m.addr)
-			if err == nil && st.Leader == m.addr && st.AnsweredBy == m.addr {
+			if err == nil && st.AcceptingWrites && st.AnsweredBy == m.addr {
 				return m.addr
 			}
 		}
@@ -613,9 +613,11 @@ func TestConcurrentCreatesDuringLeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ok, refused int
+	var seen []error
 	for range 2 {
 		select {
 		case err := <-results:
+			seen = append(seen, err)
 			switch {
 			case err == nil:
 				ok++
@@ -629,7 +631,7 @@ func TestConcurrentCreatesDuringLeaderChange(t *testing.T) {
 		}
 	}
 	if ok != 1 || refused != 1 {
-		t.Fatalf("%d creates succeeded and %d were refused; want exactly one success", ok, refused)
+		t.Fatalf("%d creates succeeded and %d were refused (%v); want exactly one success", ok, refused, seen)
 	}
 	if errB != nil {
 		t.Fatalf("the new leader's create failed (%v); the frozen old leader must not win", errB)

@@ -64,7 +64,7 @@ func Hit(name string) {
 	stop := stops[name]
 	mu.Unlock()
 	if ok && left == 0 && stop {
-		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		stopHere()
 		return
 	}
 	if ok && left == 0 {

@@ -361,6 +361,7 @@ func (s *Service) CreateTable(ctx context.Context, name string, schema *arrow.Sc
 		return nil, ErrClosed
 	}
 	if t := s.lookup(name); t != nil {
+		s.log.Debug("create: the table exists", "table", name)
 		return s.existing(t, ifNotExists)
 	}
 	id := uuid.Must(uuid.NewV7()).String()
@@ -375,6 +376,7 @@ func (s *Service) CreateTable(ctx context.Context, name string, schema *arrow.Sc
 	failpoint.Hit("meta-before-catalog-put")
 	err = s.stage.putCatalog(ctx, catalogEntry{Format: recordFormat, Name: name, TableID: id, CreatedAt: now})
 	if errors.Is(err, objects.ErrExists) {
+		s.log.Info("another node created the table first", "table", name)
 		_ = s.store.Delete(ctx, logKey(id, 0)) // our orphan; harmless if it stays
 		t, lerr := s.loadFromStage(ctx, name)
 		if lerr != nil {
@@ -394,6 +396,7 @@ func (s *Service) CreateTable(ctx context.Context, name string, schema *arrow.Sc
 	if !s.canCommit() {
 		// Created, but this node stopped leading meanwhile: it does not
 		// acknowledge. A retry with if_not_exists finds the table.
+		s.log.Warn("created a table but stopped leading meanwhile; not acknowledging", "table", name, "id", id)
 		return nil, errNotLeading
 	}
 	s.cluster.PublishHead(cluster.Head{TableID: id, Name: name, Version: 0})

@@ -14,7 +14,7 @@ import (
 // When etcd cannot be read the answer still names this node, with Error set.
 func (s *Service) Status(ctx context.Context) *lakepb.ClusterStatus {
 	self := s.cluster.Self()
-	st := &lakepb.ClusterStatus{Leader: s.cluster.Leader(), AnsweredBy: self}
+	st := &lakepb.ClusterStatus{Leader: s.cluster.Leader(), AnsweredBy: self, AcceptingWrites: s.canCommit()}
 	_, st.Clustered = s.cluster.(*cluster.Etcd)
 	members, err := s.cluster.Members(ctx)
 	if err != nil {

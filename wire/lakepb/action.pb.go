@@ -893,9 +893,12 @@ type ClusterStatus struct {
 	Clustered bool            `protobuf:"varint,3,opt,name=clustered,proto3" json:"clustered,omitempty"`
 	Members   []*MemberStatus `protobuf:"bytes,4,rep,name=members,proto3" json:"members,omitempty"`
 	// Why members could not be listed (etcd unreachable), if so.
-	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// Whether the answering node commits writes right now: it leads, can
+	// prove its lease and has caught up since it won.
+	AcceptingWrites bool `protobuf:"varint,6,opt,name=accepting_writes,json=acceptingWrites,proto3" json:"accepting_writes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ClusterStatus) Reset() {
@@ -961,6 +964,13 @@ func (x *ClusterStatus) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *ClusterStatus) GetAcceptingWrites() bool {
+	if x != nil {
+		return x.AcceptingWrites
+	}
+	return false
 }
 
 type MemberStatus struct {
@@ -1127,14 +1137,15 @@ const file_wire_action_proto_rawDesc = "" +
 	"path_style\x18\a \x01(\bR\tpathStyle\x12\x1d\n" +
 	"\n" +
 	"local_path\x18\b \x01(\tR\tlocalPath\"\x0f\n" +
-	"\rStatusRequest\"\xb1\x01\n" +
+	"\rStatusRequest\"\xdc\x01\n" +
 	"\rClusterStatus\x12\x16\n" +
 	"\x06leader\x18\x01 \x01(\tR\x06leader\x12\x1f\n" +
 	"\vanswered_by\x18\x02 \x01(\tR\n" +
 	"answeredBy\x12\x1c\n" +
 	"\tclustered\x18\x03 \x01(\bR\tclustered\x123\n" +
 	"\amembers\x18\x04 \x03(\v2\x19.lake.action.MemberStatusR\amembers\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xe0\x01\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12)\n" +
+	"\x10accepting_writes\x18\x06 \x01(\bR\x0facceptingWrites\"\xe0\x01\n" +
 	"\fMemberStatus\x12\x12\n" +
 	"\x04addr\x18\x01 \x01(\tR\x04addr\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x16\n" +
