@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -37,7 +39,7 @@ func DialPool(endpoints string, o DialOptions) (*Pool, error) {
 		if ep == "" {
 			continue
 		}
-		fc, err := DialEndpoint(ep, o)
+		fc, err := DialEndpoint(ep, o, FastReconnect())
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("%s: %w", ep, err)
@@ -49,6 +51,17 @@ func DialPool(endpoints string, o DialOptions) (*Pool, error) {
 		return nil, fmt.Errorf("flight: no endpoint in %q", endpoints)
 	}
 	return p, nil
+}
+
+// FastReconnect caps gRPC's reconnect backoff at one second (its default
+// grows to two minutes). Between lake's own services a peer that restarts
+// (a meta node after a failover) must be usable again at once: while a
+// channel waits out its backoff, every call on it fails.
+func FastReconnect() grpc.DialOption {
+	return grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+		MinConnectTimeout: 5 * time.Second,
+	})
 }
 
 // Endpoints lists the pool's endpoints in order.

@@ -134,7 +134,7 @@ func (p *peerClients) get(addr string, o flightrpc.DialOptions) (flight.Client, 
 	if fc, ok := p.clients[addr]; ok {
 		return fc, nil
 	}
-	fc, err := flightrpc.DialEndpoint(addr, o)
+	fc, err := flightrpc.DialEndpoint(addr, o, flightrpc.FastReconnect())
 	if err != nil {
 		return nil, err
 	}
