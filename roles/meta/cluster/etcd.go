@@ -443,14 +443,26 @@ type member struct {
 	Updated time.Time `json:"updated"`
 }
 
+// Announcements go out at most every headEvery, coalesced; a node's report
+// at most every reportEvery (each is an fsync'd etcd write, and a report
+// only feeds lake status).
+const (
+	headEvery   = 20 * time.Millisecond
+	reportEvery = 500 * time.Millisecond
+)
+
 // publish writes queued heads (fenced by the leader's election key, so a
 // deposed leader's announcement never lands) and this node's report.
 func (e *Etcd) publish(ctx context.Context) {
+	tick := time.NewTicker(reportEvery)
+	defer tick.Stop()
+	var reported time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-e.notify:
+		case <-tick.C:
 		}
 		e.mu.Lock()
 		var heads []Head
@@ -458,22 +470,23 @@ func (e *Etcd) publish(ctx context.Context) {
 			heads = append(heads, h)
 		}
 		clear(e.heads)
-		fence, lease, dirty, report := e.fence, e.lease, e.dirty, e.report
-		if lease != 0 {
+		fence, lease, report := e.fence, e.lease, e.report
+		sendReport := e.dirty && lease != 0 && time.Since(reported) >= reportEvery
+		if sendReport {
 			e.dirty = false
 		}
 		e.mu.Unlock()
 		if fence != nil {
 			e.putHeads(ctx, *fence, heads)
 		}
-		if dirty && lease != 0 {
+		if sendReport {
 			e.putMember(ctx, lease, report)
+			reported = time.Now()
 		}
-		// Coalesce: announcements arriving meanwhile go out together.
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(headEvery):
 		}
 	}
 }
