@@ -21,21 +21,27 @@ import (
 // split by the client.
 const maxMessageBytes = 64 << 20
 
-func (s *Service) serve(addr string) error {
+// listen opens the Flight listener; serve starts answering on it, once
+// the service is complete.
+func (s *Service) listen(addr string) error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("meta: listen on %s: %w", addr, err)
 	}
+	s.lis = lis
+	return nil
+}
+
+func (s *Service) serve() {
 	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes)}, s.cfg.ServerOptions...)
-	s.lis, s.grpc = lis, grpc.NewServer(opts...)
+	s.grpc = grpc.NewServer(opts...)
 	flightgen.RegisterFlightServiceServer(s.grpc, &flightService{svc: s})
 	go func() {
-		if err := s.grpc.Serve(lis); err != nil {
+		if err := s.grpc.Serve(s.lis); err != nil {
 			s.log.Error("flight server stopped", "err", err)
 		}
 	}()
-	s.log.Info("metadata service listening", "addr", lis.Addr().String(), "stage", s.cfg.StageURI)
-	return nil
+	s.log.Info("metadata service listening", "addr", s.lis.Addr().String(), "stage", s.cfg.StageURI)
 }
 
 // flightService is the metadata service's Flight face: DoPut for FILE

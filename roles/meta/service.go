@@ -151,7 +151,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	if cfg.Listen != "" {
-		if err := s.serve(cfg.Listen); err != nil {
+		if err := s.listen(cfg.Listen); err != nil {
 			s.cancel()
 			s.wg.Wait()
 			ix.close()
@@ -159,7 +159,11 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 			return nil, err
 		}
 	}
+	// The coordinator is in place before the first call can arrive.
 	s.startCluster()
+	if s.lis != nil {
+		s.serve()
+	}
 	return s, nil
 }
 
@@ -503,12 +507,14 @@ func (s *Service) Addr() net.Addr {
 // with ErrClosed, resigns the leadership, and releases the index and the
 // data-dir lock.
 func (s *Service) Close(ctx context.Context) error {
-	s.ready.Store(false) // refuse new appends; forward nothing more
+	// Calls in flight finish (this node still leads meanwhile), then the
+	// committers stop; queued appends get Unavailable.
 	if s.grpc != nil {
 		flightrpc.StopServer(ctx, s.grpc)
 	}
 	s.cancel()
 	s.wg.Wait()
+	s.ready.Store(false)
 	// Only now that no commit runs may a follower take over.
 	cerr := s.cluster.Close(ctx)
 	s.clusterCancel()
