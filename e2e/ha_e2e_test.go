@@ -518,25 +518,19 @@ func TestEtcdUnreachable(t *testing.T) {
 	q := c.startQuery()
 	ctx := withTimeout(t, 2*time.Minute)
 	endpoint := "grpc://" + q.Addr()
+	seed := seedTable(t, ctx, endpoint)
 	cl, err := client.Connect(ctx, endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.CreateTable(ctx, "clips", nil, false); err != nil {
-		t.Fatal(err)
-	}
-	seed, err := cl.PutReader(ctx, "clips", "seed", strings.NewReader("seed object"), client.PutOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	fc, err := flightrpc.Dial(q.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fc.Close()
 	appendOnce := func(name string) (*lakepb.AppendResult, error) {
-		rec := fileRow(name, seed.File)
+		rec := fileRow(name, seed)
 		defer rec.Release()
 		return flightrpc.Append(ctx, fc, &lakepb.Append{Table: "clips", CommitId: uuid.NewString()}, rec.Schema(), []arrow.RecordBatch{rec})
 	}

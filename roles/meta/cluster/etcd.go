@@ -188,13 +188,22 @@ func (e *Etcd) Run(ctx context.Context, h Hooks) {
 			pause = 100 * time.Millisecond
 		}
 		e.log.Warn("leadership term ended; campaigning again", "err", err, "pause", pause)
-		select {
-		case <-ctx.Done():
+		if !wait(ctx, &pause) {
 			return
-		case <-time.After(pause):
 		}
-		pause = min(2*pause, 2*time.Second)
 	}
+}
+
+// wait sleeps *pause, then doubles it (up to 2 s) for the next failure. It
+// returns false when ctx ended first.
+func wait(ctx context.Context, pause *time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(*pause):
+	}
+	*pause = min(2**pause, 2*time.Second)
+	return true
 }
 
 // term is one lease: register, campaign, lead until the lease is lost.
@@ -327,12 +336,9 @@ func (e *Etcd) observeLeader(ctx context.Context) {
 		if err != nil {
 			empty := ""
 			e.leader.Store(&empty)
-			select {
-			case <-ctx.Done():
+			if !wait(ctx, &pause) {
 				return
-			case <-time.After(pause):
 			}
-			pause = min(2*pause, 2*time.Second)
 			continue
 		}
 		pause = 100 * time.Millisecond
@@ -363,12 +369,9 @@ func (e *Etcd) watchHeads(ctx context.Context, h Hooks) {
 		resp, err := e.cli.Get(gctx, prefix, clientv3.WithPrefix())
 		cancel()
 		if err != nil {
-			select {
-			case <-ctx.Done():
+			if !wait(ctx, &pause) {
 				return
-			case <-time.After(pause):
 			}
-			pause = min(2*pause, 2*time.Second)
 			continue
 		}
 		pause = 100 * time.Millisecond
