@@ -375,3 +375,38 @@ func TestSQLFormats(t *testing.T) {
 		t.Errorf("table columns are not aligned:\n%s", strings.Join(table, "\n"))
 	}
 }
+
+// lake status on a lone node: it leads, accepts writes, and its numbers
+// follow the tables it holds.
+func TestCLIStatus(t *testing.T) {
+	f := newCLIFixture(t)
+	f.mustRun("table", "create", "clips")
+	f.mustRun("put", writeTemp(t, "a.bin", "aaa"), "--table", "clips", "--no-progress")
+	out := f.mustRun("status")
+	addr := strings.TrimPrefix(f.endpoint, "grpc://")
+	if !strings.Contains(out, "leader: "+addr) || !strings.Contains(out, "accepting writes") {
+		t.Fatalf("status:\n%s", out)
+	}
+	var row []string
+	for _, l := range lines(out) {
+		if strings.HasPrefix(l, addr) {
+			row = strings.Fields(l)
+		}
+	}
+	// MEMBER ROLE TABLES VERSIONS LAG UP
+	if len(row) != 6 || row[1] != "leader" || row[2] != "1" || row[3] != "1" || row[4] != "0" {
+		t.Fatalf("member row %q in:\n%s", row, out)
+	}
+	var st struct {
+		Leader          string
+		AcceptingWrites bool
+		Clustered       bool
+		Members         []struct{ Addr, Versions string }
+	}
+	if err := json.Unmarshal([]byte(f.mustRun("status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Leader != addr || !st.AcceptingWrites || st.Clustered || len(st.Members) != 1 || st.Members[0].Versions != "1" {
+		t.Fatalf("status --json: %+v", st)
+	}
+}
