@@ -150,6 +150,9 @@ func runServe(ctx context.Context, o *serveOptions, logger *slog.Logger) error {
 	default:
 		return fmt.Errorf("%w: --role %q: want all, meta or query", errUsage, o.role)
 	}
+	if o.role == "query" && (o.etcd != "" || o.advertise != "") {
+		return fmt.Errorf("%w: --etcd and --advertise are for meta nodes; a query node finds them through --meta", errUsage)
+	}
 	tokens, serverOpts, err := o.security()
 	if err != nil {
 		return err
