@@ -187,7 +187,7 @@ func (e *Etcd) Run(ctx context.Context, h Hooks) {
 		if time.Since(began) > e.cfg.TTL {
 			pause = 100 * time.Millisecond
 		}
-		e.log.Warn("leadership term ended; campaigning again", "err", err, "pause", pause)
+		e.log.Warn("not in the election; joining it again", "err", err, "pause", pause)
 		if !wait(ctx, &pause) {
 			return
 		}
