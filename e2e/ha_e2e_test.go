@@ -330,6 +330,17 @@ func TestKillLeaderUnderLoad(t *testing.T) {
 		t.Errorf("writes were accepted again %v after the kill; want within TTL + 2 s = %v", gap, c.ttl+2*time.Second)
 	}
 
+	// lake status through the query node: the new leader, and the two
+	// live members (the dead one's key went with its lease).
+	out := runLake(t, endpoint, "status")
+	if !strings.Contains(out, "leader: "+newLeader) || strings.Contains(out, c.metas[0].addr) {
+		t.Errorf("lake status after the failover:\n%s", out)
+	}
+	st, err := admin.Status(ctx)
+	if err != nil || st.Leader != newLeader || len(st.Members) != 2 || !st.Clustered {
+		t.Errorf("status after the failover: %v, %v", st, err)
+	}
+
 	// Every acknowledged append is in the log exactly once, at the version
 	// it was acknowledged with; no commit id appears twice; no version is
 	// missing.
