@@ -29,6 +29,10 @@ import (
 	"github.com/lakedata/lake/objects/checkpoint"
 )
 
+// benchLakePartSizes are the part sizes BenchmarkUpload2GiB runs lake
+// with, under the name lake<MiB>, besides DefaultPartSize (named lake).
+var benchLakePartSizes = []int64{16 << 20, 32 << 20, 64 << 20}
+
 // Environment of BenchmarkUpload2GiB.
 const (
 	envBenchBig  = "LAKE_BENCH_BIG"  // "1" runs it (it writes a 2 GiB file)
@@ -53,13 +57,16 @@ var uploadExtras struct {
 // BenchmarkUpload2GiB uploads one file of random bytes to versitygw on
 // loopback, alternating in each iteration between
 //
-//	lake:  Store.PutPath with a checkpoint session (resumable: the whole
-//	       file hashed first, per-part SHA-256 checksums, default part size
-//	       and concurrency);
-//	tmdef: the AWS transfer manager with its defaults;
-//	tm64:  the transfer manager with 64 MiB parts × concurrency 4;
+//	lake:    Store.PutPath with a checkpoint session (resumable: the whole
+//	         file hashed first, per-part SHA-256 checksums, default part
+//	         size and concurrency);
+//	lake<N>: the same with N MiB parts, for each other size of
+//	         benchLakePartSizes;
+//	tmdef:   the AWS transfer manager with its defaults;
+//	tm64x4:  the transfer manager with 64 MiB parts × concurrency 4;
 //
-// and reports each one's MB/s and lake / (the faster transfer manager).
+// and reports each one's MB/s and each lake's / (the faster transfer
+// manager).
 // Once per process it also measures a resume after a cancel at 50 %
 // (bytes sent again, through a counting proxy, and the speed of re-hashing
 // the finished parts) and the peak RSS increase of one lake upload in a
@@ -84,11 +91,15 @@ func BenchmarkUpload2GiB(b *testing.B) {
 	file := filepath.Join(dir, "data")
 	writeRandomFile(b, file, size)
 
-	cfg := DefaultConfig()
-	cfg.Bucket, cfg.Endpoint, cfg.PathStyle = bucket, srv.Endpoint, true
-	store, err := Open(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
+	openStore := func(partSize int64) *Store {
+		cfg := DefaultConfig()
+		cfg.Bucket, cfg.Endpoint, cfg.PathStyle = bucket, srv.Endpoint, true
+		cfg.PartSize = partSize
+		store, err := Open(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return store
 	}
 	tmDefault := transfermanager.New(client)
 	tm64 := transfermanager.New(client, func(o *transfermanager.Options) {
@@ -101,20 +112,23 @@ func BenchmarkUpload2GiB(b *testing.B) {
 			b.Fatalf("delete %s: %v", key, err)
 		}
 	}
-	lake := func(key string) error {
-		sess, err := checkpoint.Open(filepath.Join(dir, "ckpt", key))
-		if err != nil {
-			return err
+	viaLake := func(partSize int64) func(string) error {
+		store := openStore(partSize)
+		return func(key string) error {
+			sess, err := checkpoint.Open(filepath.Join(dir, "ckpt", key))
+			if err != nil {
+				return err
+			}
+			defer sess.Close()
+			in, err := store.PutPath(ctx, key, file, sess, objects.PutOptions{})
+			if err != nil {
+				return err
+			}
+			if in.Size != size {
+				return fmt.Errorf("uploaded %d bytes, want %d", in.Size, size)
+			}
+			return sess.Remove()
 		}
-		defer sess.Close()
-		in, err := store.PutPath(ctx, key, file, sess, objects.PutOptions{})
-		if err != nil {
-			return err
-		}
-		if in.Size != size {
-			return fmt.Errorf("uploaded %d bytes, want %d", in.Size, size)
-		}
-		return sess.Remove()
 	}
 	viaTM := func(tm *transfermanager.Client) func(string) error {
 		return func(key string) error {
@@ -129,14 +143,20 @@ func BenchmarkUpload2GiB(b *testing.B) {
 			return err
 		}
 	}
-	configs := []struct {
+	type config struct {
 		name   string
 		upload func(key string) error
 		took   time.Duration
-	}{
-		{"lake", lake, 0},
+	}
+	configs := []config{
+		{"lake", viaLake(DefaultPartSize), 0},
 		{"tmdef", viaTM(tmDefault), 0},
 		{"tm64x4", viaTM(tm64), 0},
+	}
+	for _, ps := range benchLakePartSizes {
+		if ps != DefaultPartSize {
+			configs = append(configs, config{fmt.Sprintf("lake%d", ps>>20), viaLake(ps), 0})
+		}
 	}
 
 	b.ResetTimer()
@@ -157,11 +177,13 @@ func BenchmarkUpload2GiB(b *testing.B) {
 	b.StopTimer()
 
 	mbps := func(d time.Duration) float64 { return float64(size) * float64(b.N) / d.Seconds() / 1e6 }
-	lakeMBps, defMBps, tm64MBps := mbps(configs[0].took), mbps(configs[1].took), mbps(configs[2].took)
-	b.ReportMetric(lakeMBps, "lake_MB/s")
-	b.ReportMetric(defMBps, "tmdef_MB/s")
-	b.ReportMetric(tm64MBps, "tm64x4_MB/s")
-	b.ReportMetric(lakeMBps/max(defMBps, tm64MBps), "lake/besttm")
+	bestTM := max(mbps(configs[1].took), mbps(configs[2].took))
+	for _, c := range configs {
+		b.ReportMetric(mbps(c.took), c.name+"_MB/s")
+		if strings.HasPrefix(c.name, "lake") {
+			b.ReportMetric(mbps(c.took)/bestTM, c.name+"/besttm")
+		}
+	}
 
 	if !uploadExtras.done {
 		uploadExtras.done = true
