@@ -194,9 +194,7 @@ func TestPutCrashMatrixEndsInOneRow(t *testing.T) {
 			args := r.putArgs(file, table, cpDir)
 
 			if tc.failpoints == "" {
-				// Past Concurrency (4) parts of the default 32 MiB, so the
-				// checkpoint holds some parts and others are mid-way.
-				r.killAfterSent(t, size*6/10, args)
+				r.killAfterSent(t, size*4/10, args)
 			} else {
 				out, err := runLakeEnv(t, []string{"LAKE_FAILPOINTS=" + tc.failpoints}, args...)
 				if err == nil {

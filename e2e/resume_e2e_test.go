@@ -51,7 +51,7 @@ func TestPutResumesAfterSIGKILLAndCancelAborts(t *testing.T) {
 	common := []string{"--endpoint", endpoint, "--checkpoint-dir", cpDir}
 	runLake(t, endpoint, "table", "create", "models")
 
-	const size = 80 << 20 // 32 MiB parts (the default): 3 parts
+	const size = 40 << 20 // 16 MiB parts: 3 parts
 	content := make([]byte, size)
 	rand.Read(content)
 	file := filepath.Join(dir, "weights.bin")
@@ -70,7 +70,7 @@ func TestPutResumesAfterSIGKILLAndCancelAborts(t *testing.T) {
 	}
 	resent := proxy.Sent() - before
 	// At most the one part that was not checkpointed, plus requests.
-	if resent > 32<<20+1<<20 {
+	if resent > 16<<20+1<<20 {
 		t.Fatalf("the resumed put sent %d bytes; two of three parts were already done", resent)
 	}
 	t.Logf("the resumed put sent %d bytes to S3 for a %d-byte file", resent, size)
@@ -86,7 +86,7 @@ func TestPutResumesAfterSIGKILLAndCancelAborts(t *testing.T) {
 
 	// A second file, killed after its first part, is then cancelled.
 	other := filepath.Join(dir, "other.bin")
-	if err := os.WriteFile(other, content[:40<<20], 0o644); err != nil { // 2 parts
+	if err := os.WriteFile(other, content[:20<<20], 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := runLakeEnv(t, []string{"LAKE_FAILPOINTS=s3-after-part-checkpoint=1"},

@@ -17,12 +17,9 @@ const (
 	MaxParts    = 10000
 )
 
-// Defaults. 32 MiB parts uploaded 10–15 % faster than 16 MiB ones
-// through PutPath with a checkpoint session, and as fast as 64 MiB ones,
-// in BenchmarkUpload2GiB (docs/benchmarks.md); an upload holds up to
-// DefaultConcurrency × DefaultPartSize = 128 MiB of part buffers.
+// Defaults.
 const (
-	DefaultPartSize    = 32 << 20
+	DefaultPartSize    = 16 << 20
 	DefaultConcurrency = 4
 )
 
