@@ -213,6 +213,11 @@ func writeRandomFile(b *testing.B, path string, size int64) {
 		}
 		left -= n
 	}
+	// Written back before the first timed upload, so that it does not
+	// share the disk with the flush of the whole file.
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
 	if err := f.Close(); err != nil {
 		b.Fatal(err)
 	}
