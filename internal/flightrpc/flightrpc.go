@@ -151,9 +151,31 @@ func SendPut(ctx context.Context, fc flight.Client, frames []*flight.FlightData)
 	}
 }
 
-// FrameSize is the payload size of one Flight message.
-func FrameSize(m *flight.FlightData) int {
-	return len(m.GetDataHeader()) + len(m.GetDataBody()) + len(m.GetAppMetadata())
+// ReadPut reads the rest of a DoPut stream whose first message was
+// already received, keeping every frame as it is, so a relay can send them
+// on (and again, to another node). More than limit bytes of payload is
+// wire.ErrInvalidRequest.
+func ReadPut(stream flight.DataStreamReader, first *flight.FlightData, limit int64) ([]*flight.FlightData, error) {
+	frames := []*flight.FlightData{first}
+	size := frameSize(first)
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return frames, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if size += frameSize(msg); size > limit {
+			return nil, fmt.Errorf("%w: the append exceeds %d bytes; split it", wire.ErrInvalidRequest, limit)
+		}
+		frames = append(frames, msg)
+	}
+}
+
+// frameSize is the payload size of one Flight message.
+func frameSize(m *flight.FlightData) int64 {
+	return int64(len(m.GetDataHeader()) + len(m.GetDataBody()) + len(m.GetAppMetadata()))
 }
 
 // finish returns the service's own status when a send failed because the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -67,20 +66,9 @@ func (s *Service) forwardAppend(ctx context.Context, cmd *lakepb.Append, recs []
 // forwardFrames passes an append's frames to the leader without decoding
 // its records (the leader validates them) and returns its results.
 func (s *Service) forwardFrames(ctx context.Context, stream flight.DataStreamReader, first *flight.FlightData) ([]*flight.PutResult, error) {
-	frames := []*flight.FlightData{first}
-	size := int64(flightrpc.FrameSize(first))
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if size += int64(flightrpc.FrameSize(msg)); size > s.cfg.MaxAppendBytes {
-			return nil, fmt.Errorf("%w: the append exceeds %d bytes; split it", wire.ErrInvalidRequest, s.cfg.MaxAppendBytes)
-		}
-		frames = append(frames, msg)
+	frames, err := flightrpc.ReadPut(stream, first, s.cfg.MaxAppendBytes)
+	if err != nil {
+		return nil, err
 	}
 	fc, fctx, cancel, err := s.leaderClient(ctx)
 	if err != nil {

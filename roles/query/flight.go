@@ -69,23 +69,12 @@ func (s *Service) relayAppend(client flight.FlightService_DoPutServer, cmd *lake
 		}
 		first.FlightDescriptor = desc
 	}
-	frames := []*flight.FlightData{first}
-	size := flightrpc.FrameSize(first)
-	for {
-		msg, err := client.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if size += flightrpc.FrameSize(msg); size > maxRelayBytes {
-			return status.Errorf(codes.InvalidArgument, "%v: the append exceeds %d bytes; split it", wire.ErrInvalidRequest, maxRelayBytes)
-		}
-		frames = append(frames, msg)
+	frames, err := flightrpc.ReadPut(client, first, maxRelayBytes)
+	if err != nil {
+		return statusErr(err)
 	}
 	var results []*flight.PutResult
-	err := s.meta.Do(ctx, func(ctx context.Context, fc flight.Client) error {
+	err = s.meta.Do(ctx, func(ctx context.Context, fc flight.Client) error {
 		var err error
 		results, err = flightrpc.SendPut(ctx, fc, frames)
 		return err
