@@ -68,7 +68,7 @@ type AppendOptions struct {
 const (
 	appendRetryFor   = 20 * time.Second
 	appendBackoff    = 100 * time.Millisecond
-	appendMaxBackoff = time.Second
+	appendMaxBackoff = 500 * time.Millisecond // a new leader is used within half a second
 )
 
 // Failpoints of PutFile (internal/failpoint): LAKE_FAILPOINTS naming one
