@@ -20,21 +20,14 @@ type Single struct {
 
 var _ Coordinator = (*Single)(nil)
 
-// NewSingle returns the Coordinator of a node that always leads.
+// NewSingle returns the Coordinator of a node that leads from the start:
+// its caller has caught up before creating it, so Run never calls Elected.
 func NewSingle(addr string) *Single {
-	return &Single{addr: addr, started: time.Now().UTC()}
+	return &Single{addr: addr, started: time.Now().UTC(), leading: true}
 }
 
-// Run catches up once (Elected) and then leads until ctx ends.
-func (s *Single) Run(ctx context.Context, h Hooks) {
-	if h.Elected != nil {
-		if err := h.Elected(ctx); err != nil {
-			return
-		}
-	}
-	s.mu.Lock()
-	s.leading = true
-	s.mu.Unlock()
+// Run leads until ctx ends.
+func (s *Single) Run(ctx context.Context, _ Hooks) {
 	<-ctx.Done()
 	s.mu.Lock()
 	s.leading = false
