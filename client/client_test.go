@@ -462,6 +462,14 @@ func TestClientRetriesAmbiguousAppend(t *testing.T) {
 	if info.GetVersion() != 1 || info.GetRows() != 1 {
 		t.Errorf("table at version %d with %d rows, want 1 and 1", info.GetVersion(), info.GetRows())
 	}
+	// Read-your-writes: the version the put returned is there; one that
+	// was never committed is not.
+	if info, err := c.DescribeAtLeast(ctx, "t", res.Version); err != nil || info.GetVersion() < res.Version {
+		t.Errorf("DescribeAtLeast(%d): %v, %v", res.Version, info, err)
+	}
+	if _, err := c.DescribeAtLeast(ctx, "t", res.Version+5); !errors.Is(err, wire.ErrVersionNotFound) {
+		t.Errorf("DescribeAtLeast(%d) of a table at %d: %v, want ErrVersionNotFound", res.Version+5, res.Version, err)
+	}
 }
 
 func TestClientConnect(t *testing.T) {

@@ -47,6 +47,19 @@ func (c *Client) Describe(ctx context.Context, name string) (*lakepb.TableInfo, 
 	return &info, nil
 }
 
+// DescribeAtLeast is Describe for read-your-writes: the answer reflects
+// at least minVersion (say, the version an append returned), even from a
+// metadata follower that has not heard of it yet. A version that was never
+// committed is wire.ErrVersionNotFound.
+func (c *Client) DescribeAtLeast(ctx context.Context, name string, minVersion int64) (*lakepb.TableInfo, error) {
+	var info lakepb.TableInfo
+	req := &lakepb.DescribeTableRequest{Name: name, MinVersion: &minVersion}
+	if err := c.action(ctx, wire.ActionDescribeTable, req, &info); err != nil {
+		return nil, fmt.Errorf("client: describe %s at version %d or later: %w", name, minVersion, err)
+	}
+	return &info, nil
+}
+
 // History returns a table's versions, newest first; limit 0 means all.
 func (c *Client) History(ctx context.Context, name string, limit int64) (*lakepb.History, error) {
 	var h lakepb.History
