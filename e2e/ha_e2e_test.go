@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,6 +25,7 @@ import (
 	"github.com/lakedata/lake/client"
 	"github.com/lakedata/lake/internal/etcdtest"
 	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/internal/freeport"
 	"github.com/lakedata/lake/internal/s3test"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
@@ -60,18 +60,9 @@ func newHACluster(t testing.TB, nodes int, ttl time.Duration) *haCluster {
 	c.gw.SetEnv(t)
 	c.bucket = c.gw.NewBucket(t)
 	for i := range nodes {
-		c.metas = append(c.metas, &metaNode{addr: freeAddr(t), dataDir: filepath.Join(c.dir, fmt.Sprintf("meta%d", i))})
+		c.metas = append(c.metas, &metaNode{addr: freeport.MustAddr(t), dataDir: filepath.Join(c.dir, fmt.Sprintf("meta%d", i))})
 	}
 	return c
-}
-
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // start runs meta node i (again, after a kill: same address and data dir).

@@ -3,7 +3,6 @@ package etcdtest
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"net/url"
 	"sync"
 	"testing"
@@ -12,6 +11,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/lakedata/lake/internal/freeport"
 )
 
 // Server is an embedded etcd member.
@@ -54,8 +55,8 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{
 		t: t, dir: t.TempDir(),
-		client: url.URL{Scheme: "http", Host: freeAddr(t)},
-		peer:   url.URL{Scheme: "http", Host: freeAddr(t)},
+		client: url.URL{Scheme: "http", Host: freeport.MustAddr(t)},
+		peer:   url.URL{Scheme: "http", Host: freeport.MustAddr(t)},
 	}
 	s.Endpoint = s.client.String()
 	s.start()
@@ -66,15 +67,6 @@ func Start(t testing.TB) *Server {
 		}
 	})
 	return s
-}
-
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func (s *Server) start() {

@@ -6,11 +6,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/lakedata/lake/internal/freeport"
 )
 
 const (
@@ -247,11 +247,12 @@ func start(bin, dir string) (*Server, error) {
 }
 
 func startOnce(bin, dir string) (*Server, error) {
-	port, err := freePort()
+	// Another process may take the port before versitygw binds it; start
+	// retries then.
+	addr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
 	s := &Server{
 		Endpoint:  "http://" + addr,
 		AccessKey: "AK" + rand.Text()[:18],
@@ -300,17 +301,6 @@ func gatewayEnv() []string {
 		env = append(env, kv)
 	}
 	return env
-}
-
-// freePort asks the kernel for a free loopback port. Another process may
-// take it before versitygw binds it; start retries then.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitReady polls ListBuckets until the gateway answers, it exits, or

@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/lakedata/lake/internal/etcdtest"
 	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/internal/freeport"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -31,19 +31,10 @@ func newMember(t *testing.T, etcd string, other *fixture) *fixture {
 		f = &fixture{t: t, stage: other.stage}
 	}
 	f.dataDir = filepath.Join(t.TempDir(), "data")
-	f.etcd, f.listen = etcd, freeLoopbackAddr(t)
+	f.etcd, f.listen = etcd, freeport.MustAddr(t)
 	f.start()
 	t.Cleanup(f.stop)
 	return f
-}
-
-func freeLoopbackAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func (f *fixture) status() *lakepb.ClusterStatus {
