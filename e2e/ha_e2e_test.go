@@ -140,34 +140,6 @@ func (c *haCluster) waitLeader(addr string, within time.Duration) string {
 	return ""
 }
 
-// startLakeEnv is startLake with extra environment (failpoints).
-func startLakeEnv(t testing.TB, env []string, args ...string) *proc {
-	t.Helper()
-	if len(env) == 0 {
-		return startLake(t, args...)
-	}
-	old := make(map[string]*string)
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		if prev, ok := os.LookupEnv(k); ok {
-			old[k] = &prev
-		} else {
-			old[k] = nil
-		}
-		os.Setenv(k, v)
-	}
-	defer func() {
-		for k, v := range old {
-			if v == nil {
-				os.Unsetenv(k)
-			} else {
-				os.Setenv(k, *v)
-			}
-		}
-	}()
-	return startLake(t, args...)
-}
-
 // fileRow is one row of the default schema naming v.
 func fileRow(name string, v wire.FileValue) arrow.RecordBatch {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, wire.DefaultSchema())

@@ -59,8 +59,18 @@ var listenLine = regexp.MustCompile(`msg="[^"]*listening" role=(\S+) addr=(\S+)`
 // listen address: query for --role=all and --role=query, else meta.
 func startLake(t testing.TB, args ...string) *proc {
 	t.Helper()
+	return startLakeEnv(t, nil, args...)
+}
+
+// startLakeEnv is startLake with extra environment (failpoints) for the
+// process.
+func startLakeEnv(t testing.TB, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, cmd: exec.Command(lakeBin, args...), addr: make(chan string, 1), done: make(chan struct{}),
 		readyRole: "query", roles: map[string]string{}}
+	if len(env) > 0 {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	for _, a := range args {
 		if a == "--role=meta" {
 			p.readyRole = "meta"
