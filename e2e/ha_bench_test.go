@@ -18,6 +18,7 @@ import (
 
 	"github.com/lakedata/lake/client"
 	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -44,7 +45,7 @@ func BenchmarkFailover(b *testing.B) {
 	probe := func() error {
 		actx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		rec := fileRow("probe", seed)
+		rec := wiretest.FileRow("probe", seed)
 		defer rec.Release()
 		_, err := flightrpc.Append(actx, fc, &lakepb.Append{Table: "clips", CommitId: uuid.NewString()}, rec.Schema(), []arrow.RecordBatch{rec})
 		return err
@@ -182,7 +183,7 @@ func appendFor(tb testing.TB, ctx context.Context, endpoint string, seed wire.Fi
 			defer cl.Close()
 			n := 0
 			for time.Now().Before(end) {
-				rec := fileRow(fmt.Sprintf("c%02d-%d", i, n), seed)
+				rec := wiretest.FileRow(fmt.Sprintf("c%02d-%d", i, n), seed)
 				_, err := cl.Append(ctx, "clips", rec, client.AppendOptions{})
 				rec.Release()
 				if err != nil {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/uuid"
@@ -27,6 +26,7 @@ import (
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/internal/freeport"
 	"github.com/lakedata/lake/internal/s3test"
+	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -140,16 +140,6 @@ func (c *haCluster) waitLeader(addr string, within time.Duration) string {
 	return ""
 }
 
-// fileRow is one row of the default schema naming v.
-func fileRow(name string, v wire.FileValue) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, wire.DefaultSchema())
-	defer b.Release()
-	b.Field(0).(*array.StringBuilder).Append(name)
-	wire.AppendFileValue(b.Field(1).(*array.StructBuilder), v)
-	b.Field(2).(*array.TimestampBuilder).Append(arrow.Timestamp(time.Now().UnixMicro()))
-	return b.NewRecordBatch()
-}
-
 // logRecords reads every log record of a table from the bucket.
 func (c *haCluster) logRecords(ctx context.Context, tableID string) map[string]string {
 	c.t.Helper()
@@ -244,7 +234,7 @@ func TestKillLeaderUnderLoad(t *testing.T) {
 				name := fmt.Sprintf("c%02d-%04d", i, n)
 				id := uuid.NewString()
 				sent := time.Now()
-				rec := fileRow(name, put.File)
+				rec := wiretest.FileRow(name, put.File)
 				res, err := cl.Append(ctx, "clips", rec, client.AppendOptions{CommitID: id})
 				rec.Release()
 				if err != nil {
@@ -390,7 +380,7 @@ func TestStoppedLeaderCommitsNothing(t *testing.T) {
 			return nil, err
 		}
 		defer fc.Close()
-		rec := fileRow(name, seed.File)
+		rec := wiretest.FileRow(name, seed.File)
 		defer rec.Release()
 		return flightrpc.Append(ctx, fc, &lakepb.Append{Table: "clips", CommitId: id}, rec.Schema(), []arrow.RecordBatch{rec})
 	}
@@ -508,7 +498,7 @@ func TestEtcdUnreachable(t *testing.T) {
 	}
 	defer fc.Close()
 	appendOnce := func(name string) (*lakepb.AppendResult, error) {
-		rec := fileRow(name, seed)
+		rec := wiretest.FileRow(name, seed)
 		defer rec.Release()
 		return flightrpc.Append(ctx, fc, &lakepb.Append{Table: "clips", CommitId: uuid.NewString()}, rec.Schema(), []arrow.RecordBatch{rec})
 	}

@@ -13,11 +13,10 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/local"
 	"github.com/lakedata/lake/wire"
@@ -145,13 +144,7 @@ func appendFile(ctx context.Context, fc flight.Client, stage objects.Store, name
 		return nil, err
 	}
 	sum := sha256.Sum256(content)
-	schema := wire.DefaultSchema()
-	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
-	defer b.Release()
-	b.Field(0).(*array.StringBuilder).Append(name)
-	wire.AppendFileValue(b.Field(1).(*array.StructBuilder), wire.FileValue{Key: key, Size: info.Size, SHA256: hex.EncodeToString(sum[:])})
-	b.Field(2).(*array.TimestampBuilder).Append(arrow.Timestamp(time.Now().UnixMicro()))
-	rec := b.NewRecordBatch()
+	rec := wiretest.FileRow(name, wire.FileValue{Key: key, Size: info.Size, SHA256: hex.EncodeToString(sum[:])})
 	defer rec.Release()
-	return flightrpc.Append(ctx, fc, &lakepb.Append{Table: "clips"}, schema, []arrow.RecordBatch{rec})
+	return flightrpc.Append(ctx, fc, &lakepb.Append{Table: "clips"}, rec.Schema(), []arrow.RecordBatch{rec})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/wire"
 )
@@ -48,7 +49,7 @@ func benchmarkAppend(b *testing.B, clients int, overlap bool) {
 	v := f.putObject("bench.mp4", []byte("benchmark object"))
 	recs := make([]arrow.RecordBatch, clients)
 	for i := range recs {
-		recs[i] = fileRecord([]string{"bench.mp4"}, []wire.FileValue{v})
+		recs[i] = wiretest.FileRows([]string{"bench.mp4"}, []wire.FileValue{v})
 		defer recs[i].Release()
 	}
 	latencies := make([][]time.Duration, clients)

@@ -13,6 +13,7 @@ import (
 	"github.com/lakedata/lake/internal/etcdtest"
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/internal/freeport"
+	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -87,7 +88,7 @@ func TestFollowerForwardsMutationsToLeader(t *testing.T) {
 	// One RecordBatch with a DataLocation, sent to the follower: exactly one
 	// new version, committed by the leader.
 	v := follower.putObject("a.mp4", []byte("frames"))
-	rec := fileRecord([]string{"a.mp4"}, []wire.FileValue{v})
+	rec := wiretest.FileRows([]string{"a.mp4"}, []wire.FileValue{v})
 	defer rec.Release()
 	res, err := follower.append("clips", "commit-a", rec)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/local"
 	"github.com/lakedata/lake/roles/meta/cluster"
@@ -134,18 +135,6 @@ func (f *fixture) putObject(name string, content []byte) wire.FileValue {
 	return wire.FileValue{Key: key, Size: info.Size, SHA256: hex.EncodeToString(sum[:]), UploadedAt: info.ModTime}
 }
 
-// fileRecord builds one record of the default schema with one row per value.
-func fileRecord(names []string, values []wire.FileValue) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, wire.DefaultSchema())
-	defer b.Release()
-	for i, v := range values {
-		b.Field(0).(*array.StringBuilder).Append(names[i])
-		wire.AppendFileValue(b.Field(1).(*array.StructBuilder), v)
-		b.Field(2).(*array.TimestampBuilder).Append(arrow.Timestamp(time.Now().UnixMicro()))
-	}
-	return b.NewRecordBatch()
-}
-
 func (f *fixture) append(table, commitID string, rec arrow.RecordBatch) (*lakepb.AppendResult, error) {
 	cmd := &lakepb.Append{Table: table, CommitId: commitID}
 	return flightrpc.Append(context.Background(), f.fc, cmd, rec.Schema(), []arrow.RecordBatch{rec})
@@ -154,7 +143,7 @@ func (f *fixture) append(table, commitID string, rec arrow.RecordBatch) (*lakepb
 // appendOne uploads an object and appends a one-row record for it.
 func (f *fixture) appendOne(table, name, commitID string) (*lakepb.AppendResult, error) {
 	v := f.putObject(name, []byte("content of "+name))
-	rec := fileRecord([]string{name}, []wire.FileValue{v})
+	rec := wiretest.FileRows([]string{name}, []wire.FileValue{v})
 	defer rec.Release()
 	return f.append(table, commitID, rec)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/wire"
 )
 
@@ -47,7 +48,7 @@ func TestStartCatchesUpFromTheLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := f.putObject("only-in-log.mp4", []byte("x"))
-	rec := fileRecord([]string{"only-in-log.mp4"}, []wire.FileValue{v})
+	rec := wiretest.FileRows([]string{"only-in-log.mp4"}, []wire.FileValue{v})
 	defer rec.Release()
 	data, err := encodeParquet(wire.DefaultSchema(), []arrow.RecordBatch{rec})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -170,7 +171,7 @@ func TestConcurrentSameCommitIDCommitsOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec := fileRecord([]string{"same.mp4"}, []wire.FileValue{v})
+			rec := wiretest.FileRows([]string{"same.mp4"}, []wire.FileValue{v})
 			defer rec.Release()
 			res, err := f.append("clips", "same-id", rec)
 			if err != nil {
@@ -288,7 +289,7 @@ func TestExpectedVersion(t *testing.T) {
 	f := newFixture(t)
 	f.createTable("clips")
 	v := f.putObject("a.mp4", []byte("a"))
-	rec := fileRecord([]string{"a.mp4"}, []wire.FileValue{v})
+	rec := wiretest.FileRows([]string{"a.mp4"}, []wire.FileValue{v})
 	defer rec.Release()
 	send := func(expected int64) (*lakepb.AppendResult, error) {
 		cmd := &lakepb.Append{Table: "clips", ExpectedVersion: &expected}
@@ -361,7 +362,7 @@ func TestBadAppendsChangeNothing(t *testing.T) {
 	withValue := func(mutate func(*wire.FileValue)) []*flight.FlightData {
 		v := good
 		mutate(&v)
-		rec := fileRecord([]string{"x"}, []wire.FileValue{v})
+		rec := wiretest.FileRows([]string{"x"}, []wire.FileValue{v})
 		defer rec.Release()
 		return schemaMessages(t, goodDesc, rec, rec.Schema())
 	}
@@ -377,7 +378,7 @@ func TestBadAppendsChangeNothing(t *testing.T) {
 		return b.NewRecordBatch()
 	}()
 	defer wrongRec.Release()
-	emptyRec := fileRecord(nil, nil)
+	emptyRec := wiretest.FileRows(nil, nil)
 	defer emptyRec.Release()
 
 	cases := []struct {

@@ -12,14 +12,13 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/local"
 	"github.com/lakedata/lake/roles/meta"
@@ -112,15 +111,9 @@ func (l *lakeFixture) putFile(table, name string, content []byte) (wire.FileValu
 	}
 	sum := sha256.Sum256(content)
 	v := wire.FileValue{Key: key, Size: info.Size, SHA256: hex.EncodeToString(sum[:]), ContentType: "video/mp4", UploadedAt: time.Now().UTC().Truncate(time.Microsecond)}
-	schema := wire.DefaultSchema()
-	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
-	defer b.Release()
-	b.Field(0).(*array.StringBuilder).Append(name)
-	wire.AppendFileValue(b.Field(1).(*array.StructBuilder), v)
-	b.Field(2).(*array.TimestampBuilder).Append(arrow.Timestamp(time.Now().UnixMicro()))
-	rec := b.NewRecordBatch()
+	rec := wiretest.FileRow(name, v)
 	defer rec.Release()
-	res, err := flightrpc.Append(ctx, l.fc, &lakepb.Append{Table: table}, schema, []arrow.RecordBatch{rec})
+	res, err := flightrpc.Append(ctx, l.fc, &lakepb.Append{Table: table}, rec.Schema(), []arrow.RecordBatch{rec})
 	if err != nil {
 		l.t.Fatal(err)
 	}

@@ -13,12 +13,12 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/internal/tcpproxy"
+	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
@@ -47,7 +47,7 @@ func TestFileAppendIsForwardedWithoutPayloadProxying(t *testing.T) {
 	}
 	sum := sha256.Sum256(content)
 	v := wire.FileValue{Key: key, Size: size, SHA256: hex.EncodeToString(sum[:])}
-	rec := oneFileRow("big.bin", v)
+	rec := wiretest.FileRow("big.bin", v)
 	defer rec.Release()
 	before := proxy.Sent()
 	res, err := flightrpc.Append(ctx, fc, &lakepb.Append{Table: "clips", CommitId: "big-1"}, rec.Schema(), []arrow.RecordBatch{rec})
@@ -76,15 +76,6 @@ func TestFileAppendIsForwardedWithoutPayloadProxying(t *testing.T) {
 	t.Logf("%d bytes through the query endpoint for an append of a %d-byte file", sent, size)
 }
 
-func oneFileRow(name string, v wire.FileValue) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, wire.DefaultSchema())
-	defer b.Release()
-	b.Field(0).(*array.StringBuilder).Append(name)
-	wire.AppendFileValue(b.Field(1).(*array.StructBuilder), v)
-	b.Field(2).(*array.TimestampBuilder).Append(arrow.Timestamp(time.Now().UnixMicro()))
-	return b.NewRecordBatch()
-}
-
 // The relay passes meta's status codes back unchanged.
 func TestRelayKeepsMetaErrors(t *testing.T) {
 	l := newLake(t)
@@ -104,7 +95,7 @@ func TestRelayKeepsMetaErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rec := oneFileRow("x", c.v)
+			rec := wiretest.FileRow("x", c.v)
 			defer rec.Release()
 			_, err := flightrpc.Append(ctx, l.fc, &lakepb.Append{Table: c.table}, rec.Schema(), []arrow.RecordBatch{rec})
 			if status.Code(err) != c.code {
