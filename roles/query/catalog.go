@@ -155,3 +155,12 @@ func (c *catalog) emptyFile(t *lakepb.TableInfo) (string, error) {
 	}
 	return path, os.Rename(tmp, path)
 }
+
+// isTable reports whether name is a lake table with a view, the only
+// tables caller SQL may name.
+func (c *catalog) isTable(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.versions[name]
+	return ok
+}

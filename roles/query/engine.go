@@ -21,6 +21,7 @@ var ErrNotReadOnly = errors.New("only a single read-only SELECT statement is all
 type engine struct {
 	db      *sql.DB
 	timeout time.Duration
+	watch   *watchdog
 }
 
 type engineConfig struct {
@@ -36,11 +37,37 @@ func openEngine(ctx context.Context, cfg engineConfig) (*engine, error) {
 		return nil, fmt.Errorf("query: open duckdb: %w", err)
 	}
 	db := sql.OpenDB(connector)
+	// No idle connections: every statement gets a new one and closes it,
+	// so nothing a statement leaves on its connection reaches the next
+	// caller. duckdb_connect costs microseconds (BenchmarkSelectOne).
+	db.SetMaxIdleConns(0)
 	if err := lockDown(ctx, db, cfg); err != nil {
 		db.Close()
 		return nil, err
 	}
-	return &engine{db: db, timeout: cfg.timeout}, nil
+	ceiling, err := memoryCeiling(cfg.memoryLimit)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &engine{db: db, timeout: cfg.timeout, watch: startWatchdog(ceiling)}, nil
+}
+
+// memoryCeiling is the resident size past which the watchdog stops
+// statements: DuckDB's memory limit (its default, 80 % of the machine's
+// memory, when none is set) plus the margin.
+func memoryCeiling(limit string) (int64, error) {
+	var n int64
+	var err error
+	if limit != "" {
+		n, err = parseMemoryLimit(limit)
+	} else if n, err = physicalMemory(); err == nil {
+		n = n / 10 * 8
+	}
+	if err != nil {
+		return 0, fmt.Errorf("query: %w", err)
+	}
+	return n + memoryMargin(n), nil
 }
 
 // lockDown applies the global settings on one connection, in the order
@@ -190,6 +217,7 @@ type result struct {
 	ctx     context.Context // the statement's, bounded by the timeout
 	timeout time.Duration
 	cancel  context.CancelFunc
+	forget  func() // takes the statement off the watchdog
 }
 
 // Err is the reader's error, saying so when the statement was stopped.
@@ -202,10 +230,14 @@ func (r *result) Err() error {
 }
 
 // stopped explains err when ctx has ended: DuckDB reports an interrupt,
-// but the client needs DeadlineExceeded (the statement timeout or the
-// call's deadline) or Canceled. Other errors pass unchanged.
+// but the client needs ResourceExhausted (the memory watchdog),
+// DeadlineExceeded (the statement timeout or the call's deadline) or
+// Canceled. Other errors pass unchanged.
 func stopped(ctx context.Context, timeout time.Duration, err error) error {
+	cause := context.Cause(ctx)
 	switch {
+	case errors.Is(cause, ErrMemoryExhausted):
+		return cause
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("statement stopped at its deadline (statement timeout %v): %w", timeout, context.DeadlineExceeded)
 	case ctx.Err() != nil:
@@ -217,68 +249,158 @@ func stopped(ctx context.Context, timeout time.Duration, err error) error {
 // Close releases the reader, the connection and the statement timeout.
 func (r *result) Close() {
 	r.RecordReader.Release()
+	r.forget()
 	r.cancel()
 	r.conn.Close()
 }
 
-// query checks that q is read-only and runs it on a connection of its own
-// (duckdb-go's Arrow objects are not safe for concurrent use). The result
-// holds the connection until Close.
-func (e *engine) query(ctx context.Context, q string) (*result, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+// statement is one caller statement on a connection of its own
+// (duckdb-go's Arrow objects are not safe for concurrent use, and a fresh
+// connection carries nothing of an earlier caller). Its context ends at
+// the statement timeout, or when the watchdog stops it.
+type statement struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	conn   *sql.Conn
+	forget func()
+	// interrupt calls duckdb_interrupt on conn (nil if unavailable).
+	interrupt func()
+}
+
+func (e *engine) begin(ctx context.Context) (*statement, error) {
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, e.timeout)
+	cancel := func() { cancelTimeout(); cancelCause(nil) }
 	conn, err := e.db.Conn(ctx)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	var rdr array.RecordReader
+	var interrupt func()
 	err = conn.Raw(func(dc any) error {
 		dconn, ok := dc.(*duckdb.Conn)
 		if !ok {
 			return fmt.Errorf("query: unexpected driver connection %T", dc)
 		}
-		if _, err := checkReadOnly(dconn, q); err != nil {
-			return err
-		}
-		var err error
-		rdr, err = arrowQuery(ctx, dconn, q)
-		return err
+		interrupt = interruptHandle(dconn)
+		return nil
 	})
 	if err != nil {
-		err = stopped(ctx, e.timeout, err)
 		cancel()
 		conn.Close()
 		return nil, err
 	}
-	return &result{RecordReader: rdr, conn: conn, ctx: ctx, timeout: e.timeout, cancel: cancel}, nil
+	forget := e.watch.track(running{cancel: cancelCause, interrupt: interrupt})
+	return &statement{ctx: ctx, cancel: cancel, conn: conn, forget: forget, interrupt: interrupt}, nil
 }
 
-// check runs only the read-only check of q and returns the names of its
-// result columns.
-func (e *engine) check(ctx context.Context, q string) ([]string, error) {
-	conn, err := e.db.Conn(ctx)
+func (st *statement) close() {
+	st.forget()
+	st.cancel()
+	st.conn.Close()
+}
+
+// check runs both walls on a statement: the allow-list over DuckDB's
+// parse tree of checked (nothing is bound or planned yet), then the
+// SELECT-only Prepare of text (checked itself, or a wrapping of it). The
+// Prepare is interrupted when the statement's context ends: binding and
+// constant folding can take minutes and gigabytes.
+func (st *statement) check(dconn *duckdb.Conn, checked, text string, isTable func(string) bool) ([]string, error) {
+	if err := guard(st.ctx, dconn, checked, isTable); err != nil {
+		return nil, err
+	}
+	stop := interruptOnDone(st.ctx, st.interrupt)
+	defer stop()
+	return checkReadOnly(dconn, text)
+}
+
+// interruptOnDone calls interrupt, every 100 ms, from when ctx ends until
+// stop is called.
+func interruptOnDone(ctx context.Context, interrupt func()) (stop func()) {
+	if interrupt == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			interrupt()
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	// Waiting for the goroutine keeps a late interrupt from hitting the
+	// next thing the connection runs.
+	return func() { close(done); <-finished }
+}
+
+// query checks that q is allowed and read-only and runs it. The result
+// holds the connection until Close.
+func (e *engine) query(ctx context.Context, q string, isTable func(string) bool) (*result, error) {
+	return e.start(ctx, q, q, isTable)
+}
+
+// start checks checked and runs text, which is checked or a wrapping of it.
+func (e *engine) start(ctx context.Context, checked, text string, isTable func(string) bool) (*result, error) {
+	st, err := e.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	var names []string
-	err = conn.Raw(func(dc any) error {
-		dconn, ok := dc.(*duckdb.Conn)
-		if !ok {
-			return fmt.Errorf("query: unexpected driver connection %T", dc)
+	var rdr array.RecordReader
+	err = st.conn.Raw(func(dc any) error {
+		dconn := dc.(*duckdb.Conn)
+		if _, err := st.check(dconn, checked, text, isTable); err != nil {
+			return err
 		}
-		names, err = checkReadOnly(dconn, q)
+		var err error
+		rdr, err = arrowQuery(st.ctx, dconn, text)
 		return err
 	})
-	return names, err
+	if err != nil {
+		err = stopped(st.ctx, e.timeout, err)
+		st.close()
+		return nil, err
+	}
+	return &result{RecordReader: rdr, conn: st.conn, ctx: st.ctx, timeout: e.timeout, cancel: st.cancel, forget: st.forget}, nil
+}
+
+// check runs only the checks of q and returns the names of its result
+// columns.
+func (e *engine) check(ctx context.Context, q string, isTable func(string) bool) ([]string, error) {
+	st, err := e.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer st.close()
+	var names []string
+	err = st.conn.Raw(func(dc any) error {
+		var err error
+		names, err = st.check(dc.(*duckdb.Conn), q, q, isTable)
+		return err
+	})
+	if err != nil {
+		return nil, stopped(st.ctx, e.timeout, err)
+	}
+	return names, nil
 }
 
 // schema returns the Arrow schema of the checked SELECT q (whose result
 // columns are named names) without running it. DuckDB's Arrow interface
 // needs a result, so a LIMIT 0 probe yields the types; the names are q's
 // own, since the probe's SELECT * renames duplicates (a, a → a, a_1).
-func (e *engine) schema(ctx context.Context, q string, names []string) (*arrow.Schema, error) {
-	res, err := e.query(ctx, limitZero(q))
+func (e *engine) schema(ctx context.Context, q string, names []string, isTable func(string) bool) (*arrow.Schema, error) {
+	res, err := e.start(ctx, q, limitZero(q), isTable)
 	if err != nil {
 		return nil, err
 	}
@@ -308,4 +430,7 @@ func (e *engine) exec(ctx context.Context, stmt string) error {
 	return err
 }
 
-func (e *engine) close() error { return e.db.Close() }
+func (e *engine) close() error {
+	e.watch.close()
+	return e.db.Close()
+}

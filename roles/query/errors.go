@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/lakedata/lake/roles/query/sqlguard"
 	"github.com/lakedata/lake/wire"
 )
 
@@ -15,12 +16,15 @@ import (
 func codeOf(err error) codes.Code {
 	switch {
 	case errors.Is(err, ErrNotReadOnly), errors.Is(err, errSQL), errors.Is(err, errUnsupported),
+		errors.Is(err, sqlguard.ErrRefused),
 		errors.Is(err, wire.ErrInvalidRequest), errors.Is(err, wire.ErrMalformedCommand),
 		errors.Is(err, wire.ErrUnknownCommand), errors.Is(err, wire.ErrInvalidKey),
 		errors.Is(err, wire.ErrEmptyAppend):
 		return codes.InvalidArgument
 	case errors.Is(err, wire.ErrTableNotFound):
 		return codes.NotFound
+	case errors.Is(err, ErrMemoryExhausted):
+		return codes.ResourceExhausted
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):

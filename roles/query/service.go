@@ -181,7 +181,7 @@ func (s *Service) columns(ctx context.Context, q string) ([]string, error) {
 	if _, err := s.cat.refresh(ctx); err != nil {
 		return nil, err
 	}
-	return s.eng.check(ctx, q)
+	return s.eng.check(ctx, q, s.cat.isTable)
 }
 
 // resultSchema returns the schema q would produce, without running it.
@@ -190,7 +190,7 @@ func (s *Service) resultSchema(ctx context.Context, q string) (*arrow.Schema, er
 	if err != nil {
 		return nil, err
 	}
-	schema, err := s.eng.schema(ctx, q, names)
+	schema, err := s.eng.schema(ctx, q, names, s.cat.isTable)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +206,7 @@ func (s *Service) run(ctx context.Context, q string) (*arrow.Schema, <-chan flig
 	if _, err := s.cat.refresh(ctx); err != nil {
 		return nil, nil, err
 	}
-	res, err := s.eng.query(ctx, q)
+	res, err := s.eng.query(ctx, q, s.cat.isTable)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,16 @@
+package query
+
+// EngineScalar runs a trusted statement straight on s's engine, around
+// every check, for tests that look at the engine's own state.
+func EngineScalar(s *Service, q string) (any, error) {
+	var v any
+	err := s.eng.db.QueryRow(q).Scan(&v)
+	return v, err
+}
+
+// EnginePeakRSS is the largest resident size the memory watchdog saw.
+func EnginePeakRSS(s *Service) int64 {
+	s.eng.watch.mu.Lock()
+	defer s.eng.watch.mu.Unlock()
+	return s.eng.watch.peak
+}
