@@ -49,6 +49,7 @@ type serveOptions struct {
 	memoryLimit      string
 	threads          int
 	statementTimeout time.Duration
+	relayBuffer      int64
 	etcd             string
 	etcdPrefix       string
 	advertise        string
@@ -77,6 +78,7 @@ func (o *serveOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.memoryLimit, "memory-limit", "", "query: DuckDB memory limit, e.g. 4GB (default: DuckDB's, 80% of RAM)")
 	f.IntVar(&o.threads, "threads", 0, "query: DuckDB worker threads (default: one per core)")
 	f.DurationVar(&o.statementTimeout, "statement-timeout", 5*time.Minute, "query: cancel a statement running longer than this")
+	f.Int64Var(&o.relayBuffer, "relay-buffer", query.DefaultConfig().RelayBuffer, "query: bytes of append frames held at once across all appends being relayed to meta; an append that would exceed it is refused (ResourceExhausted)")
 	f.StringVar(&o.etcd, "etcd", "", "meta: etcd endpoints, comma-separated (http://host:2379); several meta nodes then elect a leader and followers forward to it")
 	f.StringVar(&o.etcdPrefix, "etcd-prefix", "/lake", "meta: root of lake's keys in etcd (one per lake cluster)")
 	f.StringVar(&o.advertise, "advertise", "", "meta with --etcd: the address other meta and query nodes reach this node at (default: --listen)")
@@ -319,7 +321,7 @@ func startQuery(ctx context.Context, o *serveOptions, addr, metaEndpoint string,
 		cfg.CacheDir = filepath.Join(o.dataDir, "query-cache")
 	}
 	cfg.MemoryLimit, cfg.Threads, cfg.StatementTimeout = o.memoryLimit, o.threads, o.statementTimeout
-	cfg.CacheLimit = o.cacheLimit
+	cfg.CacheLimit, cfg.RelayBuffer = o.cacheLimit, o.relayBuffer
 	cfg.OpenStage = func(ctx context.Context, d *lakepb.StageDescriptor) (objects.Store, error) {
 		return stageopen.Open(ctx, d, logger)
 	}

@@ -37,6 +37,11 @@ type Config struct {
 	Threads int
 	// StatementTimeout bounds one statement's run time.
 	StatementTimeout time.Duration
+	// RelayBuffer bounds the bytes of append frames the relay holds at
+	// once, across all appends (each holds its frames until meta answers,
+	// so it can resend them). An append that would go over is refused
+	// with ResourceExhausted.
+	RelayBuffer int64
 	// ServerOptions are extra gRPC server options (TLS, auth).
 	ServerOptions []grpc.ServerOption
 	// Version is reported through GetSqlInfo.
@@ -51,6 +56,7 @@ func DefaultConfig() Config {
 		Meta:             "127.0.0.1:50052",
 		StatementTimeout: 5 * time.Minute,
 		CacheLimit:       10 << 30,
+		RelayBuffer:      256 << 20,
 		Version:          "dev",
 	}
 }
@@ -72,6 +78,9 @@ func (c Config) Validate() error {
 	}
 	if c.CacheLimit <= 0 {
 		errs = append(errs, fmt.Errorf("query: CacheLimit must be positive, got %d", c.CacheLimit))
+	}
+	if c.RelayBuffer <= 0 {
+		errs = append(errs, fmt.Errorf("query: RelayBuffer must be positive, got %d", c.RelayBuffer))
 	}
 	if c.Threads < 0 {
 		errs = append(errs, fmt.Errorf("query: Threads must not be negative, got %d", c.Threads))

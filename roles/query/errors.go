@@ -11,6 +11,10 @@ import (
 	"github.com/lakedata/lake/wire"
 )
 
+// ErrRelayFull is the answer to an append that would push the frames the
+// relay holds past Config.RelayBuffer: the caller may retry later.
+var ErrRelayFull = errors.New("the append relay is at its memory budget")
+
 // codeOf is the one place the query service maps its own errors to gRPC
 // codes. Errors relayed from the metadata service keep their status.
 func codeOf(err error) codes.Code {
@@ -19,11 +23,13 @@ func codeOf(err error) codes.Code {
 		errors.Is(err, sqlguard.ErrRefused),
 		errors.Is(err, wire.ErrInvalidRequest), errors.Is(err, wire.ErrMalformedCommand),
 		errors.Is(err, wire.ErrUnknownCommand), errors.Is(err, wire.ErrInvalidKey),
-		errors.Is(err, wire.ErrEmptyAppend):
+		errors.Is(err, wire.ErrEmptyAppend), errors.Is(err, wire.ErrSchemaMismatch),
+		errors.Is(err, wire.ErrInvalidSchema), errors.Is(err, wire.ErrInvalidTable),
+		errors.Is(err, wire.ErrInvalidCommitID):
 		return codes.InvalidArgument
 	case errors.Is(err, wire.ErrTableNotFound):
 		return codes.NotFound
-	case errors.Is(err, ErrMemoryExhausted):
+	case errors.Is(err, ErrRelayFull), errors.Is(err, ErrMemoryExhausted):
 		return codes.ResourceExhausted
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded

@@ -59,8 +59,15 @@ const maxRelayBytes = 256 << 20
 // kept until meta answers, so an append that meets an unavailable meta
 // node is sent again to the next one; the commit_id (assigned here when the
 // client sent none) makes that resend safe.
+//
+// Holding frames costs memory, so the relay first refuses what meta would
+// refuse anyway (unknown table, wrong schema) from the first message
+// alone, and all appends together hold at most Config.RelayBuffer bytes.
 func (s *Service) relayAppend(client flight.FlightService_DoPutServer, cmd *lakepb.Append, first *flight.FlightData) error {
 	ctx := client.Context()
+	if err := s.admitAppend(ctx, cmd, first); err != nil {
+		return statusErr(err)
+	}
 	if cmd.GetCommitId() == "" {
 		cmd.CommitId = uuid.NewString()
 		desc, err := wire.AppendDescriptor(cmd)
@@ -69,7 +76,12 @@ func (s *Service) relayAppend(client flight.FlightService_DoPutServer, cmd *lake
 		}
 		first.FlightDescriptor = desc
 	}
-	frames, err := flightrpc.ReadPut(client, first, maxRelayBytes)
+	budget := &budgetedStream{stream: client, r: &s.relay, limit: s.cfg.RelayBuffer}
+	defer budget.release()
+	if err := budget.charge(first); err != nil {
+		return statusErr(err)
+	}
+	frames, err := flightrpc.ReadPut(budget, first, maxRelayBytes)
 	if err != nil {
 		return statusErr(err)
 	}
@@ -80,6 +92,10 @@ func (s *Service) relayAppend(client flight.FlightService_DoPutServer, cmd *lake
 		return err
 	})
 	if err != nil {
+		if c := status.Code(err); c == codes.NotFound || c == codes.InvalidArgument {
+			// The cached schema may be what let it through.
+			s.relay.forget(cmd.GetTable())
+		}
 		return statusErr(err)
 	}
 	for _, res := range results {

@@ -29,6 +29,7 @@ type Service struct {
 	stage *lakepb.StageDescriptor
 	eng   *engine
 	cat   *catalog
+	relay relay // the append relay's memory budget and schema cache (relay_guard.go)
 
 	lis  net.Listener
 	grpc *grpc.Server
