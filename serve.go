@@ -253,7 +253,7 @@ func startMeta(ctx context.Context, o *serveOptions, addr string, opts []grpc.Se
 	cfg := meta.DefaultConfig()
 	cfg.Listen, cfg.DataDir = addr, o.dataDir
 	cfg.Stage, cfg.StageURI, cfg.Discover = store, desc.GetRootUri(), desc
-	cfg.ServerOptions = opts
+	cfg.ServerOptions, cfg.TokensRequired = opts, len(tokens) > 0
 	cfg.Logger = logger
 	if coord != nil {
 		cfg.Cluster = coord

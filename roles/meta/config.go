@@ -35,6 +35,10 @@ type Config struct {
 	MaxGroupRequests int
 	// ServerOptions are extra gRPC server options (TLS, interceptors).
 	ServerOptions []grpc.ServerOption
+	// TokensRequired says that ServerOptions make every call carry a
+	// bearer token (auth.ServerOptions). Without it the node warns at
+	// start that it is open to anyone who can reach it.
+	TokensRequired bool
 	// Cluster decides who leads. nil: this node alone, always the leader
 	// (the embedded default). With several nodes, followers forward every
 	// mutation to the leader and keep their index current from its

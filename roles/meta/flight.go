@@ -42,6 +42,9 @@ func (s *Service) serve() {
 		}
 	}()
 	s.log.Info("metadata service listening", "addr", s.lis.Addr().String(), "stage", s.cfg.StageURI)
+	if !s.cfg.TokensRequired {
+		s.log.Warn("no bearer tokens: anyone who can reach this address can create tables and append to them", "addr", s.lis.Addr().String())
+	}
 }
 
 // flightService is the metadata service's Flight face: DoPut for FILE

@@ -57,6 +57,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 		s.meta.Close()
 		return nil, err
 	}
+	s.warnIfMetaOpen(ctx)
 	emptyDir := filepath.Join(cfg.CacheDir, "empty")
 	if err := os.MkdirAll(emptyDir, 0o755); err != nil {
 		s.meta.Close()
