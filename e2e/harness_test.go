@@ -66,6 +66,13 @@ func startLake(t testing.TB, args ...string) *proc {
 // process.
 func startLakeEnv(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
+	return startLakeHook(t, env, nil, args...)
+}
+
+// startLakeHook is startLakeEnv with started, when not nil, called with
+// the process id right after the process starts (to put it in a cgroup).
+func startLakeHook(t testing.TB, env []string, started func(pid int) error, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, cmd: exec.Command(lakeBin, args...), addr: make(chan string, 1), done: make(chan struct{}),
 		readyRole: "query", roles: map[string]string{}}
 	if len(env) > 0 {
@@ -82,6 +89,13 @@ func startLakeEnv(t testing.TB, env []string, args ...string) *proc {
 	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	if started != nil {
+		if err := started(p.cmd.Process.Pid); err != nil {
+			p.cmd.Process.Kill()
+			p.cmd.Wait()
+			t.Fatal(err)
+		}
 	}
 	go p.scan(stderr)
 	t.Cleanup(func() {

@@ -226,7 +226,20 @@ func (r *result) Err() error {
 	if err == nil {
 		return nil
 	}
-	return stopped(r.ctx, r.timeout, fmt.Errorf("%w: %v", errSQL, err))
+	return stopped(r.ctx, r.timeout, sqlError(err))
+}
+
+// sqlError wraps an error DuckDB gave a statement: ErrMemoryExhausted
+// when DuckDB itself ran out of its memory limit, errSQL otherwise.
+func sqlError(err error) error {
+	var de *duckdb.Error
+	if (errors.As(err, &de) && de.Type == duckdb.ErrorTypeOutOfMemory) ||
+		// Errors from an Arrow stream arrive as text; this is the prefix
+		// duckdb-go itself types errors by.
+		strings.Contains(err.Error(), "Out of Memory Error") {
+		return fmt.Errorf("%w: %v", ErrMemoryExhausted, err)
+	}
+	return fmt.Errorf("%w: %v", errSQL, err)
 }
 
 // stopped explains err when ctx has ended: DuckDB reports an interrupt,
@@ -290,7 +303,7 @@ func (e *engine) begin(ctx context.Context) (*statement, error) {
 		conn.Close()
 		return nil, err
 	}
-	forget := e.watch.track(running{cancel: cancelCause, interrupt: interrupt})
+	forget := e.watch.track(cancelCause, interrupt)
 	return &statement{ctx: ctx, cancel: cancel, conn: conn, forget: forget, interrupt: interrupt}, nil
 }
 

@@ -4,7 +4,6 @@ package query
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/duckdb/duckdb-go/v2"
@@ -19,7 +18,7 @@ func arrowQuery(ctx context.Context, conn *duckdb.Conn, q string) (array.RecordR
 	}
 	rdr, err := ar.QueryContext(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errSQL, err)
+		return nil, sqlError(err)
 	}
 	return rdr, nil
 }

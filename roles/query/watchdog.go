@@ -39,34 +39,46 @@ func memoryMargin(limit int64) int64 { return max(memoryMarginMin, limit/4) }
 type running struct {
 	cancel    context.CancelCauseFunc
 	interrupt func() // duckdb_interrupt on its connection; nil if unknown
+	started   time.Time
+	stopped   bool
 }
 
-// watchdog interrupts every running statement while the process's
-// resident size is above ceiling.
+// escalateAfter is how long the watchdog waits for a stopped statement to
+// give its memory back before it stops the next one.
+const escalateAfter = 250 * time.Millisecond
+
+// watchdog stops statements while the process's resident size is above
+// ceiling: the one that has run longest first (a memory bomb has, when
+// it is noticed; the short statements of other clients have not), then,
+// every escalateAfter that the size stays above, the next. Statements
+// that began after the size went above are never stopped: they did not
+// cause it, and other clients keep being served while a bomb unwinds.
 type watchdog struct {
-	ceiling int64
-	mu      sync.Mutex
-	next    uint64
-	stmts   map[uint64]running
-	stop    chan struct{}
-	done    chan struct{}
+	ceiling  int64
+	mu       sync.Mutex
+	next     uint64
+	stmts    map[uint64]*running
+	lastStop time.Time
+	over     time.Time // when the size went above the ceiling; zero while below
+	stop     chan struct{}
+	done     chan struct{}
 	// peak is the largest resident size seen, for tests and logs.
 	peak int64
 }
 
 func startWatchdog(ceiling int64) *watchdog {
-	w := &watchdog{ceiling: ceiling, stmts: map[uint64]running{}, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &watchdog{ceiling: ceiling, stmts: map[uint64]*running{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go w.loop()
 	return w
 }
 
 // track registers a statement; the returned function forgets it.
-func (w *watchdog) track(r running) (forget func()) {
+func (w *watchdog) track(cancel context.CancelCauseFunc, interrupt func()) (forget func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.next++
 	id := w.next
-	w.stmts[id] = r
+	w.stmts[id] = &running{cancel: cancel, interrupt: interrupt, started: time.Now()}
 	return func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -82,24 +94,47 @@ func (w *watchdog) loop() {
 		select {
 		case <-w.stop:
 			return
-		case <-t.C:
-		}
-		rss, err := residentBytes()
-		if err != nil {
-			continue
-		}
-		w.mu.Lock()
-		w.peak = max(w.peak, rss)
-		if rss > w.ceiling {
-			cause := fmt.Errorf("%w: resident %d MiB, limit with margin %d MiB", ErrMemoryExhausted, rss>>20, w.ceiling>>20)
-			for _, r := range w.stmts {
-				r.cancel(cause)
-				if r.interrupt != nil {
-					r.interrupt()
-				}
+		case now := <-t.C:
+			if rss, err := residentBytes(); err == nil {
+				w.sample(rss, now)
 			}
 		}
-		w.mu.Unlock()
+	}
+}
+
+// sample acts on one reading of the resident size.
+func (w *watchdog) sample(rss int64, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.peak = max(w.peak, rss)
+	if rss <= w.ceiling {
+		w.over = time.Time{}
+		return
+	}
+	if w.over.IsZero() {
+		w.over = now
+	}
+	var oldest *running
+	for _, r := range w.stmts {
+		if r.stopped {
+			// Keep interrupting: DuckDB clears the flag between phases.
+			if r.interrupt != nil {
+				r.interrupt()
+			}
+			continue
+		}
+		if r.started.Before(w.over) && (oldest == nil || r.started.Before(oldest.started)) {
+			oldest = r
+		}
+	}
+	if oldest == nil || now.Sub(w.lastStop) < escalateAfter {
+		return
+	}
+	oldest.stopped = true
+	w.lastStop = now
+	oldest.cancel(fmt.Errorf("%w: resident %d MiB, limit with margin %d MiB", ErrMemoryExhausted, rss>>20, w.ceiling>>20))
+	if oldest.interrupt != nil {
+		oldest.interrupt()
 	}
 }
 
