@@ -198,7 +198,7 @@ func TestWritesAndEscapesAreRefused(t *testing.T) {
 	}
 
 	const (
-		readOnly = "only a single read-only SELECT statement is allowed"
+		readOnly   = "only a single read-only SELECT statement is allowed"
 		twoStmts   = "more than one statement"
 		notAllowed = "is not allowed in lake SQL"
 	)
