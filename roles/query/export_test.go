@@ -14,3 +14,7 @@ func EnginePeakRSS(s *Service) int64 {
 	defer s.eng.watch.mu.Unlock()
 	return s.eng.watch.peak
 }
+
+// EngineIdleConns is how many engine connections wait in the pool for
+// reuse (always 0: every statement gets a fresh one).
+func EngineIdleConns(s *Service) int { return s.eng.db.Stats().Idle }
