@@ -29,7 +29,9 @@ func TestMain(m *testing.M) {
 	// Upload checkpoints of the CLI processes stay out of the user's state
 	// directory.
 	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
-	build := exec.Command("go", "build", "-tags", "duckdb_arrow", "-o", lakeBin, "..")
+	// failpoints: the crash tests arm LAKE_FAILPOINTS in the processes;
+	// a release build compiles them out.
+	build := exec.Command("go", "build", "-tags", "duckdb_arrow,failpoints", "-o", lakeBin, "..")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build lake:", err)
