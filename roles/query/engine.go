@@ -22,6 +22,7 @@ type engine struct {
 	db      *sql.DB
 	timeout time.Duration
 	watch   *watchdog
+	guards  guardCache
 }
 
 type engineConfig struct {
@@ -278,6 +279,7 @@ type statement struct {
 	forget func()
 	// interrupt calls duckdb_interrupt on conn (nil if unavailable).
 	interrupt func()
+	guards    *guardCache
 }
 
 func (e *engine) begin(ctx context.Context) (*statement, error) {
@@ -304,7 +306,7 @@ func (e *engine) begin(ctx context.Context) (*statement, error) {
 		return nil, err
 	}
 	forget := e.watch.track(cancelCause, interrupt)
-	return &statement{ctx: ctx, cancel: cancel, conn: conn, forget: forget, interrupt: interrupt}, nil
+	return &statement{ctx: ctx, cancel: cancel, conn: conn, forget: forget, interrupt: interrupt, guards: &e.guards}, nil
 }
 
 func (st *statement) close() {
@@ -319,7 +321,7 @@ func (st *statement) close() {
 // Prepare is interrupted when the statement's context ends: binding and
 // constant folding can take minutes and gigabytes.
 func (st *statement) check(dconn *duckdb.Conn, checked, text string, isTable func(string) bool) ([]string, error) {
-	if err := guard(st.ctx, dconn, checked, isTable); err != nil {
+	if err := guard(st.ctx, dconn, checked, isTable, st.guards); err != nil {
 		return nil, err
 	}
 	stop := interruptOnDone(st.ctx, st.interrupt)

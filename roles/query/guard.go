@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/duckdb/duckdb-go/v2"
 
@@ -14,8 +15,27 @@ import (
 
 // guard is the first wall: DuckDB parses q (json_serialize_sql parses
 // only: nothing is bound, planned or run) and sqlguard walks the tree.
-// isTable says which names are lake tables.
-func guard(ctx context.Context, conn *duckdb.Conn, q string, isTable func(string) bool) error {
+// isTable says which names are lake tables. An accepted text is
+// remembered with the lake tables it names, so the same text (a
+// dashboard's, or GetFlightInfo's then DoGet's) passes again at the cost
+// of looking those names up.
+func guard(ctx context.Context, conn *duckdb.Conn, q string, isTable func(string) bool, cache *guardCache) error {
+	if cache.accepts(q, isTable) {
+		return nil
+	}
+	var named []string
+	recording := func(name string) bool {
+		named = append(named, name)
+		return isTable(name)
+	}
+	err := parseAndCheck(ctx, conn, q, recording)
+	if err == nil {
+		cache.remember(q, named)
+	}
+	return err
+}
+
+func parseAndCheck(ctx context.Context, conn *duckdb.Conn, q string, isTable func(string) bool) error {
 	rows, err := conn.QueryContext(ctx, "SELECT json_serialize_sql($1::VARCHAR)::VARCHAR", []driver.NamedValue{{Ordinal: 1, Value: q}})
 	if err != nil {
 		return fmt.Errorf("query: parse: %w", err)
@@ -50,4 +70,48 @@ func guard(ctx context.Context, conn *duckdb.Conn, q string, isTable func(string
 		return fmt.Errorf("%w: %v", errSQL, err)
 	}
 	return err
+}
+
+// guardCache remembers accepted texts. It is bounded by the bytes of the
+// texts it holds and forgets everything when full: simple, and a text
+// refused or forgotten is only parsed again.
+type guardCache struct {
+	mu       sync.Mutex
+	accepted map[string][]string // text → lake table names it looked up
+	bytes    int
+}
+
+const (
+	guardCacheBytes   = 4 << 20
+	guardCacheMaxText = 16 << 10
+)
+
+func (c *guardCache) accepts(q string, isTable func(string) bool) bool {
+	c.mu.Lock()
+	named, ok := c.accepted[q]
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	for _, n := range named {
+		if !isTable(n) {
+			return false // dropped since: check again and say why
+		}
+	}
+	return true
+}
+
+func (c *guardCache) remember(q string, named []string) {
+	if len(q) > guardCacheMaxText {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.accepted == nil || c.bytes+len(q) > guardCacheBytes {
+		c.accepted, c.bytes = map[string][]string{}, 0
+	}
+	if _, ok := c.accepted[q]; !ok {
+		c.accepted[q] = named
+		c.bytes += len(q)
+	}
 }
