@@ -18,6 +18,13 @@ var (
 	ErrExists = errors.New("objects: already exists")
 	// ErrInvalidRange: an Open range outside the object.
 	ErrInvalidRange = errors.New("objects: invalid range")
+	// ErrNotRegular: the key names something that is not an object the
+	// backend stored, so it must be neither read nor accepted in a FILE
+	// value. On the local stage: a symbolic link, named pipe, device or
+	// socket at the key, or a symbolic link on the way to it; whatever it
+	// points at stays unread. Backends without such entries (S3) never
+	// return it.
+	ErrNotRegular = errors.New("objects: not a regular file")
 )
 
 // Info describes a stored object.
@@ -90,16 +97,19 @@ type Store interface {
 	// Open returns a reader of length bytes of key starting at offset;
 	// length < 0 reads to the end. Missing key → ErrNotFound; offset beyond
 	// the end → ErrInvalidRange. A range reaching past the end is cut at the
-	// end.
+	// end. A key that names no object of the store's own making (a symbolic
+	// link, say) → ErrNotRegular.
 	Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
 
-	// Stat returns the Info of key (SHA256 empty). Missing → ErrNotFound.
+	// Stat returns the Info of key (SHA256 empty). Missing → ErrNotFound;
+	// not an object of the store's own making → ErrNotRegular, as Open.
 	Stat(ctx context.Context, key string) (Info, error)
 
 	// List yields the objects whose keys start with prefix, in ascending
 	// key order, with SHA256 empty. prefix need not be a clean key ("" lists
 	// everything; "a/b" matches "a/b/c" and "a/bc"). Objects being written
-	// are not listed.
+	// are not listed, nor is anything Open and Stat refuse with
+	// ErrNotRegular.
 	List(ctx context.Context, prefix string) iter.Seq2[Info, error]
 
 	// Delete removes key. A missing key is not an error.

@@ -4,5 +4,7 @@
 // cancelled and failed uploads that leave nothing behind, path uploads with
 // and without a checkpoint session (resumed after a cancel), progress
 // reports, put-if-absent with exactly one winner, range reads, prefix
-// listing in key order, and key validation.
+// listing in key order, and key validation. RunWith adds what only some
+// backends have: entries planted behind the store's back (symbolic links,
+// named pipes) that Stat, Open and List must not take for objects.
 package objectstest

@@ -10,12 +10,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/checkpoint"
@@ -26,6 +28,56 @@ import (
 // which must return a fresh, empty store for each call; each subtest gets its
 // own. newStore should register its own cleanup with t.
 func Run(t *testing.T, newStore func(t *testing.T) objects.Store) {
+	RunWith(t, newStore, Options{})
+}
+
+// Options are the backend-specific parts of the suite.
+type Options struct {
+	// PlantNonRegular, when set, puts an entry of the given kind at key in
+	// s behind the store's back, the way someone with access to its
+	// storage could (see NonRegular for target). It may create the
+	// directories on the way, and may t.Skip a kind the backend's storage
+	// cannot hold. Backends without such entries (S3) leave it nil, and
+	// the NonRegular test is skipped.
+	PlantNonRegular func(t *testing.T, s objects.Store, kind NonRegular, key, target string)
+}
+
+// NonRegular is a kind of entry that is not an object: Stat and Open of
+// its key must fail with objects.ErrNotRegular, List must not report it,
+// and whatever it points at must stay unread and unchanged.
+type NonRegular int
+
+const (
+	// LinkToKey: a symbolic link at key to the object at target, a key of
+	// the same store.
+	LinkToKey NonRegular = iota
+	// LinkOutside: a symbolic link at key to target, an absolute path of a
+	// file outside the store.
+	LinkOutside
+	// LinkedDir: key's parent directory is a symbolic link to target's
+	// parent directory; both keys have the same last segment, so key
+	// leads to target's object.
+	LinkedDir
+	// NamedPipe: a FIFO at key; target is empty.
+	NamedPipe
+)
+
+func (k NonRegular) String() string {
+	switch k {
+	case LinkToKey:
+		return "LinkToKey"
+	case LinkOutside:
+		return "LinkOutside"
+	case LinkedDir:
+		return "LinkedDir"
+	case NamedPipe:
+		return "NamedPipe"
+	}
+	return fmt.Sprintf("NonRegular(%d)", int(k))
+}
+
+// RunWith is Run with backend-specific options.
+func RunWith(t *testing.T, newStore func(t *testing.T) objects.Store, o Options) {
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, s objects.Store)
@@ -46,6 +98,7 @@ func Run(t *testing.T, newStore func(t *testing.T) objects.Store) {
 		{"InvalidKeys", testInvalidKeys},
 		{"Large", testLarge},
 		{"ConcurrentPuts", testConcurrentPuts},
+		{"NonRegular", func(t *testing.T, s objects.Store) { testNonRegular(t, s, o.PlantNonRegular) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -689,5 +742,88 @@ func testConcurrentPuts(t *testing.T, s objects.Store) {
 	}
 	for i := range n {
 		wantContent(t, s, key(i), randomBytes(10000+i, uint64(100+i)))
+	}
+}
+
+// testNonRegular plants entries the store did not write, pointing at a
+// catalog record of the store and at a file outside it, and checks that
+// none of them passes for an object: a metadata node stats a FILE value's
+// key before committing it, and a reader opens it.
+func testNonRegular(t *testing.T, s objects.Store, plant func(*testing.T, objects.Store, NonRegular, string, string)) {
+	if plant == nil {
+		t.Skip("the backend holds only objects it wrote")
+	}
+	const catalog = "_lake/catalog/t.json"
+	record := []byte(`{"table":"t","secret":"not an object"}`)
+	if err := s.PutIfAbsent(t.Context(), catalog, record); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "outside.bin")
+	secret := []byte("a file outside the store")
+	if err := os.WriteFile(outside, secret, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		kind        NonRegular
+		key, target string
+	}{
+		{LinkToKey, "objects/nr/link/t.json", catalog},
+		{LinkOutside, "objects/nr/out/outside.bin", outside},
+		{LinkedDir, "objects/nr/dir/t.json", catalog},
+		{NamedPipe, "objects/nr/pipe/fifo", ""},
+	} {
+		t.Run(tc.kind.String(), func(t *testing.T) {
+			plant(t, s, tc.kind, tc.key, tc.target)
+			if in, err := s.Stat(t.Context(), tc.key); !errors.Is(err, objects.ErrNotRegular) {
+				t.Errorf("Stat(%q) = %+v, %v; want ErrNotRegular", tc.key, in, err)
+			}
+			wantOpenRefused(t, s, tc.key)
+			for _, prefix := range []string{"", "objects/", path.Dir(tc.key) + "/", tc.key} {
+				for _, k := range listKeys(t, s, prefix) {
+					if strings.HasPrefix(k, "objects/nr/") {
+						t.Errorf("List(%q) reports %q", prefix, k)
+					}
+				}
+			}
+		})
+	}
+	// The store's own record is untouched and still its only key.
+	wantContent(t, s, catalog, record)
+	if got := listKeys(t, s, ""); !slices.Equal(got, []string{catalog}) {
+		t.Errorf("List = %q, want only %q", got, catalog)
+	}
+	if got, err := os.ReadFile(outside); err != nil || !bytes.Equal(got, secret) {
+		t.Errorf("the file outside the store: %q, %v", got, err)
+	}
+}
+
+// wantOpenRefused requires Open to fail with ErrNotRegular, and quickly: a
+// named pipe opened for reading would wait for a writer forever.
+func wantOpenRefused(t *testing.T, s objects.Store, key string) {
+	t.Helper()
+	type result struct {
+		data []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rc, err := s.Open(t.Context(), key, 0, -1)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer rc.Close()
+		b, _ := io.ReadAll(rc)
+		done <- result{data: b}
+	}()
+	select {
+	case r := <-done:
+		if r.err == nil {
+			t.Errorf("Open(%q) served %d bytes %.40q, want ErrNotRegular", key, len(r.data), r.data)
+		} else if !errors.Is(r.err, objects.ErrNotRegular) {
+			t.Errorf("Open(%q) = %v, want ErrNotRegular", key, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("Open(%q) still blocked after 10s, want ErrNotRegular at once", key)
 	}
 }
