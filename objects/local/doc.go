@@ -14,6 +14,15 @@
 // link inside the stage can reach a file outside root. Keys are checked with
 // wire.ValidateKey, and keys whose first segment is .lake-tmp are refused.
 //
+// Open, Stat and List go further: an object is a regular file reached
+// through real directories. They follow no symbolic link at all — openat2
+// with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS on Linux, else one
+// O_NOFOLLOW|O_DIRECTORY openat per directory — because whoever can write
+// to the stage could otherwise link objects/x to a catalog record and have
+// it read or committed as a file. A link, named pipe, device or socket at a
+// key, or a link on the way to it, is objects.ErrNotRegular; List neither
+// reports nor enters one.
+//
 // Limitations that come from using a directory tree:
 //   - A key cannot be both an object and a directory of other keys: once
 //     "a/b" exists, Put("a") fails, and the other way round. The stage's own

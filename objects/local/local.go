@@ -60,6 +60,7 @@ var bufPool = sync.Pool{New: func() any {
 // by several processes sharing the directory.
 type Store struct {
 	root   *os.Root
+	res    resolver // Open, Stat and List: no symbolic links followed
 	dir    string
 	logger *slog.Logger
 }
@@ -82,6 +83,10 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("local: create temp dir: %w", err)
 	}
 	s := &Store{root: root, dir: dir, logger: logger.With("stage", dir)}
+	if err := s.res.init(root); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("local: open stage: %w", err)
+	}
 	s.removeStaleTemp(time.Now())
 	return s, nil
 }
@@ -89,7 +94,7 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 // Close releases the handle on the stage directory. Readers returned by Open
 // stay usable.
 func (s *Store) Close() error {
-	return s.root.Close()
+	return errors.Join(s.res.close(), s.root.Close())
 }
 
 // Dir returns the stage directory as given to Open.
@@ -153,12 +158,12 @@ func isNotExist(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
-func etag(fi fs.FileInfo) string {
-	return fmt.Sprintf("%x-%x", fi.ModTime().UnixNano(), fi.Size())
+func etag(modTime time.Time, size int64) string {
+	return fmt.Sprintf("%x-%x", modTime.UnixNano(), size)
 }
 
 func info(key string, fi fs.FileInfo) objects.Info {
-	return objects.Info{Key: key, Size: fi.Size(), ETag: etag(fi), ModTime: fi.ModTime()}
+	return objects.Info{Key: key, Size: fi.Size(), ETag: etag(fi.ModTime(), fi.Size()), ModTime: fi.ModTime()}
 }
 
 // createTemp makes a fresh temp file. O_EXCL with a random name keeps
@@ -413,7 +418,10 @@ func (s *Store) syncDir(dir string) error {
 }
 
 // Open implements objects.Store. Reads from the returned reader fail once
-// ctx is done, as they would on a remote backend.
+// ctx is done, as they would on a remote backend. Only a regular file
+// reached through real directories is opened: a symbolic link, named
+// pipe, device or socket at the key, or a link on the way to it →
+// objects.ErrNotRegular, and nothing behind it is read.
 func (s *Store) Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	if err := checkKey(key); err != nil {
 		return nil, fmt.Errorf("local: open: %w", err)
@@ -421,23 +429,10 @@ func (s *Store) Open(ctx context.Context, key string, offset, length int64) (io.
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("local: open %s: %w", key, err)
 	}
-	f, err := s.root.Open(key)
-	if isNotExist(err) {
-		return nil, fmt.Errorf("local: open %s: %w", key, objects.ErrNotFound)
-	}
+	f, size, err := s.open(key)
 	if err != nil {
 		return nil, fmt.Errorf("local: open %s: %w", key, err)
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("local: open %s: %w", key, err)
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("local: open %s: %w", key, objects.ErrNotFound)
-	}
-	size := fi.Size()
 	if offset < 0 || offset > size {
 		f.Close()
 		return nil, fmt.Errorf("local: open %s: offset %d of %d bytes: %w", key, offset, size, objects.ErrInvalidRange)
@@ -466,7 +461,9 @@ func (r *reader) Close() error {
 	return r.f.Close()
 }
 
-// Stat implements objects.Store.
+// Stat implements objects.Store, refusing what Open refuses: the metadata
+// service stats every FILE value it commits, and a link must not pass for
+// an object with the size of whatever it points at.
 func (s *Store) Stat(ctx context.Context, key string) (objects.Info, error) {
 	if err := checkKey(key); err != nil {
 		return objects.Info{}, fmt.Errorf("local: stat: %w", err)
@@ -474,91 +471,40 @@ func (s *Store) Stat(ctx context.Context, key string) (objects.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return objects.Info{}, fmt.Errorf("local: stat %s: %w", key, err)
 	}
-	fi, err := s.root.Stat(key)
-	if isNotExist(err) {
-		return objects.Info{}, fmt.Errorf("local: stat %s: %w", key, objects.ErrNotFound)
-	}
+	in, err := s.stat(key)
 	if err != nil {
 		return objects.Info{}, fmt.Errorf("local: stat %s: %w", key, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return objects.Info{}, fmt.Errorf("local: stat %s: %w", key, objects.ErrNotFound)
-	}
-	return info(key, fi), nil
+	return in, nil
 }
 
-// List implements objects.Store.
+// List implements objects.Store. It walks only the directory named by
+// prefix up to its last slash, since every matching key lies below it, and
+// prunes subdirectories that cannot hold a match. It neither reports nor
+// enters symbolic links.
 func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[objects.Info, error] {
 	return func(yield func(objects.Info, error) bool) {
-		infos, err := s.list(ctx, prefix)
+		start := "."
+		if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+			start = prefix[:i]
+			if checkKey(start) != nil {
+				// Every key below start would be invalid too, so none exists.
+				return
+			}
+		}
+		infos, err := s.list(ctx, start, prefix)
 		if err != nil {
 			yield(objects.Info{}, fmt.Errorf("local: list %q: %w", prefix, err))
 			return
 		}
+		// Directory order puts "a/b" before "a.b"; byte order, as on S3, does not.
+		slices.SortFunc(infos, func(a, b objects.Info) int { return cmp.Compare(a.Key, b.Key) })
 		for _, in := range infos {
 			if !yield(in, nil) {
 				return
 			}
 		}
 	}
-}
-
-// list walks only the directory named by prefix up to its last slash, since
-// every matching key lies below it, and prunes subdirectories that cannot
-// hold a match.
-func (s *Store) list(ctx context.Context, prefix string) ([]objects.Info, error) {
-	start := "."
-	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
-		start = prefix[:i]
-		if checkKey(start) != nil {
-			// Every key below start would be invalid too, so none exists.
-			return nil, nil
-		}
-	}
-	var out []objects.Info
-	err := fs.WalkDir(s.root.FS(), start, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if isNotExist(err) { // absent prefix, or a concurrent Delete
-				return nil
-			}
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p == start {
-				return nil
-			}
-			if p == TempDir {
-				return fs.SkipDir
-			}
-			sub := p + "/"
-			if !strings.HasPrefix(sub, prefix) && !strings.HasPrefix(prefix, sub) {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		// Symbolic links are skipped: only files written by Put are objects.
-		if !d.Type().IsRegular() || !strings.HasPrefix(p, prefix) {
-			return nil
-		}
-		fi, err := d.Info()
-		if isNotExist(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		out = append(out, info(p, fi))
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	// Directory order puts "a/b" before "a.b"; byte order, as on S3, does not.
-	slices.SortFunc(out, func(a, b objects.Info) int { return cmp.Compare(a.Key, b.Key) })
-	return out, nil
 }
 
 // Delete implements objects.Store. It then removes the parent directories

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -18,7 +19,7 @@ import (
 	"github.com/lakedata/lake/wire"
 )
 
-func open(t *testing.T, dir string) *local.Store {
+func open(t testing.TB, dir string) *local.Store {
 	t.Helper()
 	s, err := local.Open(dir, nil)
 	if err != nil {
@@ -29,10 +30,56 @@ func open(t *testing.T, dir string) *local.Store {
 }
 
 func TestConformance(t *testing.T) {
-	objectstest.Run(t, func(t *testing.T) objects.Store {
-		// A directory that does not exist yet: Open creates it.
-		return open(t, filepath.Join(t.TempDir(), "stage"))
-	})
+	for _, m := range resolveModes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			objectstest.RunWith(t, func(t *testing.T) objects.Store {
+				// A directory that does not exist yet: Open creates it.
+				s := open(t, filepath.Join(t.TempDir(), "stage"))
+				m.set(s)
+				return s
+			}, objectstest.Options{PlantNonRegular: plantNonRegular})
+		})
+	}
+}
+
+// plantNonRegular makes the entries of objectstest.NonRegular in the stage
+// directory, as anyone who can write to it could.
+func plantNonRegular(t *testing.T, st objects.Store, kind objectstest.NonRegular, key, target string) {
+	t.Helper()
+	dir := st.(*local.Store).Dir()
+	p := filepath.Join(dir, filepath.FromSlash(key))
+	at := p // where the planted entry goes
+	var link string
+	switch kind {
+	case objectstest.LinkToKey:
+		link = relLink(t, filepath.Dir(p), filepath.Join(dir, filepath.FromSlash(target)))
+	case objectstest.LinkOutside:
+		link = target
+	case objectstest.LinkedDir:
+		at = filepath.Dir(p)
+		link = relLink(t, filepath.Dir(at), filepath.Join(dir, filepath.FromSlash(path.Dir(target))))
+	}
+	if err := os.MkdirAll(filepath.Dir(at), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if kind == objectstest.NamedPipe {
+		mkfifo(t, at)
+		return
+	}
+	if err := os.Symlink(link, at); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+}
+
+// relLink is the relative link text from a link in dir to target, the form
+// a link inside a stage directory that moves keeps working in.
+func relLink(t *testing.T, dir, target string) string {
+	t.Helper()
+	rel, err := filepath.Rel(dir, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel
 }
 
 // tree lists every path below dir, relative and slash-separated.
