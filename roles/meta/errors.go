@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/wire"
 )
 
@@ -24,7 +25,8 @@ func codeOf(err error) codes.Code {
 		return codes.NotFound
 	case errors.Is(err, wire.ErrTableExists):
 		return codes.AlreadyExists
-	case errors.Is(err, wire.ErrObjectMissing), errors.Is(err, wire.ErrSizeMismatch):
+	case errors.Is(err, wire.ErrObjectMissing), errors.Is(err, wire.ErrSizeMismatch),
+		errors.Is(err, objects.ErrNotRegular): // the key is a link or pipe, not an object
 		return codes.FailedPrecondition
 	case errors.Is(err, wire.ErrVersionConflict):
 		return codes.Aborted
