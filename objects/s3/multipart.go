@@ -155,19 +155,53 @@ func (s *Store) completeMultipart(ctx context.Context, k, uploadID string, parts
 // ctx may be what ended the upload. A failure is logged, not returned: the
 // caller is already failing, and the bucket's lifecycle rule for incomplete
 // uploads is the backstop.
+//
+// A part request the client gave up on (its context ended) may still be
+// running on the server and finish after the abort, bringing the upload
+// back; S3 documents that an abort may have to be repeated. So the abort
+// is repeated until ListParts says the upload is gone, a few times.
 func (s *Store) abortMultipart(ctx context.Context, k, uploadID string) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
 	defer cancel()
-	_, err := s.client.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{
-		Bucket:   aws.String(s.bucket),
-		Key:      aws.String(k),
-		UploadId: aws.String(uploadID),
-	})
-	if err != nil && errorCode(err) != codeNoSuchUpload {
-		s.logger.Warn("cannot abort multipart upload; its parts remain until a lifecycle rule removes them",
-			"key", k, "upload_id", uploadID, "err", err)
+	for attempt := 0; ; attempt++ {
+		_, err := s.client.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{
+			Bucket:   aws.String(s.bucket),
+			Key:      aws.String(k),
+			UploadId: aws.String(uploadID),
+		})
+		if err != nil && errorCode(err) != codeNoSuchUpload {
+			s.logger.Warn("cannot abort multipart upload; its parts remain until a lifecycle rule removes them",
+				"key", k, "upload_id", uploadID, "err", err)
+			return
+		}
+		_, err = s.client.ListParts(actx, &s3.ListPartsInput{
+			Bucket:   aws.String(s.bucket),
+			Key:      aws.String(k),
+			UploadId: aws.String(uploadID),
+		})
+		if errorCode(err) == codeNoSuchUpload || attempt == abortAttempts-1 {
+			if err == nil {
+				s.logger.Warn("multipart upload came back after its abort; its parts remain until a lifecycle rule removes them",
+					"key", k, "upload_id", uploadID)
+			}
+			return
+		}
+		if err != nil { // cannot tell; the abort itself succeeded
+			return
+		}
+		select {
+		case <-actx.Done():
+			return
+		case <-time.After(abortRetryPause):
+		}
 	}
 }
+
+// abortAttempts and abortRetryPause bound the repeated abort.
+const (
+	abortAttempts   = 5
+	abortRetryPause = 100 * time.Millisecond
+)
 
 // uploadMultipart sends first (a full part) and the rest of src as a
 // multipart upload. The caller's goroutine reads parts while up to
