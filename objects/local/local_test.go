@@ -303,3 +303,33 @@ func TestObjectOverDirectory(t *testing.T) {
 		rc.Close()
 	}
 }
+
+// A closed store refuses reads instead of using a descriptor number the
+// process may have handed out again, and closing it twice is harmless.
+func TestUseAfterClose(t *testing.T) {
+	s, err := local.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(t.Context(), "k", bytes.NewReader([]byte("x")), objects.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if in, err := s.Stat(t.Context(), "k"); err == nil {
+		t.Errorf("Stat after Close = %+v", in)
+	}
+	if rc, err := s.Open(t.Context(), "k", 0, -1); err == nil {
+		rc.Close()
+		t.Error("Open after Close succeeded")
+	}
+	for in, err := range s.List(t.Context(), "") {
+		if err == nil {
+			t.Errorf("List after Close yields %q", in.Key)
+		}
+	}
+}

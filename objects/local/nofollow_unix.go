@@ -50,7 +50,13 @@ func (r *resolver) init(root *os.Root) error {
 	return nil
 }
 
-func (r *resolver) close() error { return r.dir.Close() }
+// close may run twice, as Store.Close may: the second is not an error.
+func (r *resolver) close() error {
+	if err := r.dir.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return err
+	}
+	return nil
+}
 
 // errSymlink marks a symbolic link met while resolving a key.
 var errSymlink = errors.New("a symbolic link at or above the key")
