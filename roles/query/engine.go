@@ -46,18 +46,19 @@ func openEngine(ctx context.Context, cfg engineConfig) (*engine, error) {
 		db.Close()
 		return nil, err
 	}
-	ceiling, err := memoryCeiling(cfg.memoryLimit)
+	limit, err := memoryLimitBytes(cfg.memoryLimit)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
+	capAllocations(allocationCap(limit))
+	ceiling := limit + memoryMargin(limit)
 	return &engine{db: db, timeout: cfg.timeout, watch: startWatchdog(ceiling)}, nil
 }
 
-// memoryCeiling is the resident size past which the watchdog stops
-// statements: DuckDB's memory limit (its default, 80 % of the machine's
-// memory, when none is set) plus the margin.
-func memoryCeiling(limit string) (int64, error) {
+// memoryLimitBytes is DuckDB's memory limit in bytes: the configured one,
+// or DuckDB's default, 80 % of the machine's memory.
+func memoryLimitBytes(limit string) (int64, error) {
 	var n int64
 	var err error
 	if limit != "" {
@@ -68,7 +69,7 @@ func memoryCeiling(limit string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("query: %w", err)
 	}
-	return n + memoryMargin(n), nil
+	return n, nil
 }
 
 // lockDown applies the global settings on one connection, in the order

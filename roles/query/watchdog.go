@@ -35,6 +35,11 @@ const (
 // of it, at least memoryMarginMin.
 func memoryMargin(limit int64) int64 { return max(memoryMarginMin, limit/4) }
 
+// allocationCap is the largest single C heap request the process accepts
+// (alloccap_linux.go): half the margin, so one request can never by
+// itself carry the process past the ceiling by more than that.
+func allocationCap(limit int64) int64 { return memoryMargin(limit) / 2 }
+
 // running is one statement the watchdog may stop.
 type running struct {
 	cancel    context.CancelCauseFunc
