@@ -10,4 +10,5 @@ const (
 	ActionSnapshot      = "lake.table.snapshot" // SnapshotRequest → Snapshot
 	ActionDiscover      = "lake.discover"       // DiscoverRequest → StageDescriptor
 	ActionStatus        = "lake.status"         // StatusRequest → ClusterStatus
+	ActionVerify        = "lake.table.verify"   // VerifyRequest → VerifyResult stream: mismatches, then progress
 )

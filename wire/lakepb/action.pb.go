@@ -25,6 +25,70 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type VerifyProblem int32
+
+const (
+	VerifyProblem_VERIFY_PROBLEM_UNSPECIFIED VerifyProblem = 0
+	// The object's size is not the size the row claims.
+	VerifyProblem_VERIFY_PROBLEM_SIZE_DIFFERS VerifyProblem = 1
+	// The object has the claimed size but another SHA-256.
+	VerifyProblem_VERIFY_PROBLEM_SHA256_DIFFERS VerifyProblem = 2
+	// No object at the key.
+	VerifyProblem_VERIFY_PROBLEM_OBJECT_MISSING VerifyProblem = 3
+	// Local stage: something other than a regular file is at the key (a
+	// directory, a device, a broken link).
+	VerifyProblem_VERIFY_PROBLEM_NOT_REGULAR_FILE VerifyProblem = 4
+	// The stage failed to read the object; detail says how.
+	VerifyProblem_VERIFY_PROBLEM_UNREADABLE VerifyProblem = 5
+)
+
+// Enum value maps for VerifyProblem.
+var (
+	VerifyProblem_name = map[int32]string{
+		0: "VERIFY_PROBLEM_UNSPECIFIED",
+		1: "VERIFY_PROBLEM_SIZE_DIFFERS",
+		2: "VERIFY_PROBLEM_SHA256_DIFFERS",
+		3: "VERIFY_PROBLEM_OBJECT_MISSING",
+		4: "VERIFY_PROBLEM_NOT_REGULAR_FILE",
+		5: "VERIFY_PROBLEM_UNREADABLE",
+	}
+	VerifyProblem_value = map[string]int32{
+		"VERIFY_PROBLEM_UNSPECIFIED":      0,
+		"VERIFY_PROBLEM_SIZE_DIFFERS":     1,
+		"VERIFY_PROBLEM_SHA256_DIFFERS":   2,
+		"VERIFY_PROBLEM_OBJECT_MISSING":   3,
+		"VERIFY_PROBLEM_NOT_REGULAR_FILE": 4,
+		"VERIFY_PROBLEM_UNREADABLE":       5,
+	}
+)
+
+func (x VerifyProblem) Enum() *VerifyProblem {
+	p := new(VerifyProblem)
+	*p = x
+	return p
+}
+
+func (x VerifyProblem) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (VerifyProblem) Descriptor() protoreflect.EnumDescriptor {
+	return file_wire_action_proto_enumTypes[0].Descriptor()
+}
+
+func (VerifyProblem) Type() protoreflect.EnumType {
+	return &file_wire_action_proto_enumTypes[0]
+}
+
+func (x VerifyProblem) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use VerifyProblem.Descriptor instead.
+func (VerifyProblem) EnumDescriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{0}
+}
+
 // lake.table.create
 type CreateTableRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1067,6 +1131,511 @@ func (x *MemberStatus) GetUpdatedUnixMicros() int64 {
 	return 0
 }
 
+// lake.table.verify: read the objects a table's rows point to and check
+// each against the size and sha256 its rows claim. A FILE value's sha256 is
+// the client's claim at commit (the commit only stats the object), so this
+// is where it is checked.
+//
+// A run is a sequence of calls. One call reads for a few seconds at most
+// and its last result says where the next call continues, so a run over
+// terabytes never outlives a relay's per-call deadline, a failed call is
+// repeated on its own, and any metadata node can answer any call of a run:
+// the run's state travels in the cursor, not in a server. An object named
+// by several rows is read once per run.
+//
+// The answer of one call is a stream of VerifyResult: one per row whose
+// FILE value its object does not match, then exactly one progress message,
+// always last. Objects that match send nothing, so a healthy table of a
+// million objects answers a few progress messages, not a million.
+type VerifyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// Check the rows of every retained version, not only the current one.
+	AllVersions bool `protobuf:"varint,2,opt,name=all_versions,json=allVersions,proto3" json:"all_versions,omitempty"`
+	// Empty for the first call of a run; after that the previous call's
+	// VerifyProgress.next, unchanged.
+	Cursor        []byte `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyRequest) Reset() {
+	*x = VerifyRequest{}
+	mi := &file_wire_action_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyRequest) ProtoMessage() {}
+
+func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
+func (*VerifyRequest) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *VerifyRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *VerifyRequest) GetAllVersions() bool {
+	if x != nil {
+		return x.AllVersions
+	}
+	return false
+}
+
+func (x *VerifyRequest) GetCursor() []byte {
+	if x != nil {
+		return x.Cursor
+	}
+	return nil
+}
+
+type VerifyResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*VerifyResult_Mismatch
+	//	*VerifyResult_Progress
+	Result        isVerifyResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyResult) Reset() {
+	*x = VerifyResult{}
+	mi := &file_wire_action_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyResult) ProtoMessage() {}
+
+func (x *VerifyResult) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyResult.ProtoReflect.Descriptor instead.
+func (*VerifyResult) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *VerifyResult) GetResult() isVerifyResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *VerifyResult) GetMismatch() *VerifyMismatch {
+	if x != nil {
+		if x, ok := x.Result.(*VerifyResult_Mismatch); ok {
+			return x.Mismatch
+		}
+	}
+	return nil
+}
+
+func (x *VerifyResult) GetProgress() *VerifyProgress {
+	if x != nil {
+		if x, ok := x.Result.(*VerifyResult_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+type isVerifyResult_Result interface {
+	isVerifyResult_Result()
+}
+
+type VerifyResult_Mismatch struct {
+	Mismatch *VerifyMismatch `protobuf:"bytes,1,opt,name=mismatch,proto3,oneof"`
+}
+
+type VerifyResult_Progress struct {
+	Progress *VerifyProgress `protobuf:"bytes,2,opt,name=progress,proto3,oneof"`
+}
+
+func (*VerifyResult_Mismatch) isVerifyResult_Result() {}
+
+func (*VerifyResult_Progress) isVerifyResult_Result() {}
+
+// One row whose FILE value its object does not match.
+type VerifyMismatch struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Key     string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Problem VerifyProblem          `protobuf:"varint,2,opt,name=problem,proto3,enum=lake.action.VerifyProblem" json:"problem,omitempty"`
+	// The FILE column holding the value.
+	Column string `protobuf:"bytes,3,opt,name=column,proto3" json:"column,omitempty"`
+	// The row's position among the rows of the version, counting from 1, in
+	// the order of the version's data files.
+	Row int64 `protobuf:"varint,4,opt,name=row,proto3" json:"row,omitempty"`
+	// The row's value in the table's first utf8 column called "name", when
+	// the table has one and the value is not null.
+	Name *string `protobuf:"bytes,5,opt,name=name,proto3,oneof" json:"name,omitempty"`
+	// The version that added the row.
+	AddedInVersion int64  `protobuf:"varint,6,opt,name=added_in_version,json=addedInVersion,proto3" json:"added_in_version,omitempty"`
+	ClaimedSize    int64  `protobuf:"varint,7,opt,name=claimed_size,json=claimedSize,proto3" json:"claimed_size,omitempty"`
+	ClaimedSha256  string `protobuf:"bytes,8,opt,name=claimed_sha256,json=claimedSha256,proto3" json:"claimed_sha256,omitempty"`
+	// The object's size, when it exists.
+	ActualSize int64 `protobuf:"varint,9,opt,name=actual_size,json=actualSize,proto3" json:"actual_size,omitempty"`
+	// The SHA-256 of the object's bytes, when they were read (an object
+	// whose size matches no row is not read).
+	ActualSha256 string `protobuf:"bytes,10,opt,name=actual_sha256,json=actualSha256,proto3" json:"actual_sha256,omitempty"`
+	// VERIFY_PROBLEM_UNREADABLE: the stage's error.
+	Detail        string `protobuf:"bytes,11,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyMismatch) Reset() {
+	*x = VerifyMismatch{}
+	mi := &file_wire_action_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyMismatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyMismatch) ProtoMessage() {}
+
+func (x *VerifyMismatch) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyMismatch.ProtoReflect.Descriptor instead.
+func (*VerifyMismatch) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *VerifyMismatch) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *VerifyMismatch) GetProblem() VerifyProblem {
+	if x != nil {
+		return x.Problem
+	}
+	return VerifyProblem_VERIFY_PROBLEM_UNSPECIFIED
+}
+
+func (x *VerifyMismatch) GetColumn() string {
+	if x != nil {
+		return x.Column
+	}
+	return ""
+}
+
+func (x *VerifyMismatch) GetRow() int64 {
+	if x != nil {
+		return x.Row
+	}
+	return 0
+}
+
+func (x *VerifyMismatch) GetName() string {
+	if x != nil && x.Name != nil {
+		return *x.Name
+	}
+	return ""
+}
+
+func (x *VerifyMismatch) GetAddedInVersion() int64 {
+	if x != nil {
+		return x.AddedInVersion
+	}
+	return 0
+}
+
+func (x *VerifyMismatch) GetClaimedSize() int64 {
+	if x != nil {
+		return x.ClaimedSize
+	}
+	return 0
+}
+
+func (x *VerifyMismatch) GetClaimedSha256() string {
+	if x != nil {
+		return x.ClaimedSha256
+	}
+	return ""
+}
+
+func (x *VerifyMismatch) GetActualSize() int64 {
+	if x != nil {
+		return x.ActualSize
+	}
+	return 0
+}
+
+func (x *VerifyMismatch) GetActualSha256() string {
+	if x != nil {
+		return x.ActualSha256
+	}
+	return ""
+}
+
+func (x *VerifyMismatch) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// The last result of every call.
+type VerifyProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version the run reads: the current version when its first call
+	// ran.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Distinct objects of the run, and their sizes as their rows claim them
+	// (the first row's claim, for an object named by several).
+	Objects int64 `protobuf:"varint,2,opt,name=objects,proto3" json:"objects,omitempty"`
+	Bytes   int64 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// How far the whole run got with this call: objects finished, and the
+	// claimed bytes of those plus what was read of an unfinished one.
+	ObjectsDone int64 `protobuf:"varint,4,opt,name=objects_done,json=objectsDone,proto3" json:"objects_done,omitempty"`
+	BytesDone   int64 `protobuf:"varint,5,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
+	// Bytes this call read from the stage.
+	BytesRead int64 `protobuf:"varint,6,opt,name=bytes_read,json=bytesRead,proto3" json:"bytes_read,omitempty"`
+	// Mismatch results this call sent.
+	Mismatches int64 `protobuf:"varint,7,opt,name=mismatches,proto3" json:"mismatches,omitempty"`
+	// The cursor of the next call; empty when the run is complete.
+	Next          []byte `protobuf:"bytes,8,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyProgress) Reset() {
+	*x = VerifyProgress{}
+	mi := &file_wire_action_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyProgress) ProtoMessage() {}
+
+func (x *VerifyProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyProgress.ProtoReflect.Descriptor instead.
+func (*VerifyProgress) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *VerifyProgress) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *VerifyProgress) GetObjects() int64 {
+	if x != nil {
+		return x.Objects
+	}
+	return 0
+}
+
+func (x *VerifyProgress) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *VerifyProgress) GetObjectsDone() int64 {
+	if x != nil {
+		return x.ObjectsDone
+	}
+	return 0
+}
+
+func (x *VerifyProgress) GetBytesDone() int64 {
+	if x != nil {
+		return x.BytesDone
+	}
+	return 0
+}
+
+func (x *VerifyProgress) GetBytesRead() int64 {
+	if x != nil {
+		return x.BytesRead
+	}
+	return 0
+}
+
+func (x *VerifyProgress) GetMismatches() int64 {
+	if x != nil {
+		return x.Mismatches
+	}
+	return 0
+}
+
+func (x *VerifyProgress) GetNext() []byte {
+	if x != nil {
+		return x.Next
+	}
+	return nil
+}
+
+// The state of a verify run between two calls, serialized into
+// VerifyRequest.cursor. Clients pass it on without looking inside; a
+// forged one can only mislead its own run's report.
+type VerifyCursor struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TableId     string                 `protobuf:"bytes,1,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	Version     int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	AllVersions bool                   `protobuf:"varint,3,opt,name=all_versions,json=allVersions,proto3" json:"all_versions,omitempty"`
+	// The key of the last object finished; the run goes on after it.
+	After string `protobuf:"bytes,4,opt,name=after,proto3" json:"after,omitempty"`
+	// An object read in part by the previous call: its key, how many bytes
+	// were hashed, and the SHA-256 state after them (hash.Hash
+	// MarshalBinary).
+	PartialKey    string `protobuf:"bytes,5,opt,name=partial_key,json=partialKey,proto3" json:"partial_key,omitempty"`
+	PartialOffset int64  `protobuf:"varint,6,opt,name=partial_offset,json=partialOffset,proto3" json:"partial_offset,omitempty"`
+	PartialState  []byte `protobuf:"bytes,7,opt,name=partial_state,json=partialState,proto3" json:"partial_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyCursor) Reset() {
+	*x = VerifyCursor{}
+	mi := &file_wire_action_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyCursor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyCursor) ProtoMessage() {}
+
+func (x *VerifyCursor) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyCursor.ProtoReflect.Descriptor instead.
+func (*VerifyCursor) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *VerifyCursor) GetTableId() string {
+	if x != nil {
+		return x.TableId
+	}
+	return ""
+}
+
+func (x *VerifyCursor) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *VerifyCursor) GetAllVersions() bool {
+	if x != nil {
+		return x.AllVersions
+	}
+	return false
+}
+
+func (x *VerifyCursor) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *VerifyCursor) GetPartialKey() string {
+	if x != nil {
+		return x.PartialKey
+	}
+	return ""
+}
+
+func (x *VerifyCursor) GetPartialOffset() int64 {
+	if x != nil {
+		return x.PartialOffset
+	}
+	return 0
+}
+
+func (x *VerifyCursor) GetPartialState() []byte {
+	if x != nil {
+		return x.PartialState
+	}
+	return nil
+}
+
 var File_wire_action_proto protoreflect.FileDescriptor
 
 const file_wire_action_proto_rawDesc = "" +
@@ -1153,7 +1722,59 @@ const file_wire_action_proto_rawDesc = "" +
 	"\bversions\x18\x04 \x01(\x03R\bversions\x12\x10\n" +
 	"\x03lag\x18\x05 \x01(\x03R\x03lag\x12.\n" +
 	"\x13started_unix_micros\x18\x06 \x01(\x03R\x11startedUnixMicros\x12.\n" +
-	"\x13updated_unix_micros\x18\a \x01(\x03R\x11updatedUnixMicrosB&Z$github.com/lakedata/lake/wire/lakepbb\x06proto3"
+	"\x13updated_unix_micros\x18\a \x01(\x03R\x11updatedUnixMicros\"`\n" +
+	"\rVerifyRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12!\n" +
+	"\fall_versions\x18\x02 \x01(\bR\vallVersions\x12\x16\n" +
+	"\x06cursor\x18\x03 \x01(\fR\x06cursor\"\x8e\x01\n" +
+	"\fVerifyResult\x129\n" +
+	"\bmismatch\x18\x01 \x01(\v2\x1b.lake.action.VerifyMismatchH\x00R\bmismatch\x129\n" +
+	"\bprogress\x18\x02 \x01(\v2\x1b.lake.action.VerifyProgressH\x00R\bprogressB\b\n" +
+	"\x06result\"\xf6\x02\n" +
+	"\x0eVerifyMismatch\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x124\n" +
+	"\aproblem\x18\x02 \x01(\x0e2\x1a.lake.action.VerifyProblemR\aproblem\x12\x16\n" +
+	"\x06column\x18\x03 \x01(\tR\x06column\x12\x10\n" +
+	"\x03row\x18\x04 \x01(\x03R\x03row\x12\x17\n" +
+	"\x04name\x18\x05 \x01(\tH\x00R\x04name\x88\x01\x01\x12(\n" +
+	"\x10added_in_version\x18\x06 \x01(\x03R\x0eaddedInVersion\x12!\n" +
+	"\fclaimed_size\x18\a \x01(\x03R\vclaimedSize\x12%\n" +
+	"\x0eclaimed_sha256\x18\b \x01(\tR\rclaimedSha256\x12\x1f\n" +
+	"\vactual_size\x18\t \x01(\x03R\n" +
+	"actualSize\x12#\n" +
+	"\ractual_sha256\x18\n" +
+	" \x01(\tR\factualSha256\x12\x16\n" +
+	"\x06detail\x18\v \x01(\tR\x06detailB\a\n" +
+	"\x05_name\"\xef\x01\n" +
+	"\x0eVerifyProgress\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x18\n" +
+	"\aobjects\x18\x02 \x01(\x03R\aobjects\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12!\n" +
+	"\fobjects_done\x18\x04 \x01(\x03R\vobjectsDone\x12\x1d\n" +
+	"\n" +
+	"bytes_done\x18\x05 \x01(\x03R\tbytesDone\x12\x1d\n" +
+	"\n" +
+	"bytes_read\x18\x06 \x01(\x03R\tbytesRead\x12\x1e\n" +
+	"\n" +
+	"mismatches\x18\a \x01(\x03R\n" +
+	"mismatches\x12\x12\n" +
+	"\x04next\x18\b \x01(\fR\x04next\"\xe9\x01\n" +
+	"\fVerifyCursor\x12\x19\n" +
+	"\btable_id\x18\x01 \x01(\tR\atableId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12!\n" +
+	"\fall_versions\x18\x03 \x01(\bR\vallVersions\x12\x14\n" +
+	"\x05after\x18\x04 \x01(\tR\x05after\x12\x1f\n" +
+	"\vpartial_key\x18\x05 \x01(\tR\n" +
+	"partialKey\x12%\n" +
+	"\x0epartial_offset\x18\x06 \x01(\x03R\rpartialOffset\x12#\n" +
+	"\rpartial_state\x18\a \x01(\fR\fpartialState*\xda\x01\n" +
+	"\rVerifyProblem\x12\x1e\n" +
+	"\x1aVERIFY_PROBLEM_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bVERIFY_PROBLEM_SIZE_DIFFERS\x10\x01\x12!\n" +
+	"\x1dVERIFY_PROBLEM_SHA256_DIFFERS\x10\x02\x12!\n" +
+	"\x1dVERIFY_PROBLEM_OBJECT_MISSING\x10\x03\x12#\n" +
+	"\x1fVERIFY_PROBLEM_NOT_REGULAR_FILE\x10\x04\x12\x1d\n" +
+	"\x19VERIFY_PROBLEM_UNREADABLE\x10\x05B&Z$github.com/lakedata/lake/wire/lakepbb\x06proto3"
 
 var (
 	file_wire_action_proto_rawDescOnce sync.Once
@@ -1167,36 +1788,46 @@ func file_wire_action_proto_rawDescGZIP() []byte {
 	return file_wire_action_proto_rawDescData
 }
 
-var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_wire_action_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_wire_action_proto_goTypes = []any{
-	(*CreateTableRequest)(nil),   // 0: lake.action.CreateTableRequest
-	(*TableInfo)(nil),            // 1: lake.action.TableInfo
-	(*ListTablesRequest)(nil),    // 2: lake.action.ListTablesRequest
-	(*TableList)(nil),            // 3: lake.action.TableList
-	(*DescribeTableRequest)(nil), // 4: lake.action.DescribeTableRequest
-	(*HistoryRequest)(nil),       // 5: lake.action.HistoryRequest
-	(*VersionInfo)(nil),          // 6: lake.action.VersionInfo
-	(*History)(nil),              // 7: lake.action.History
-	(*SnapshotRequest)(nil),      // 8: lake.action.SnapshotRequest
-	(*DataFile)(nil),             // 9: lake.action.DataFile
-	(*Snapshot)(nil),             // 10: lake.action.Snapshot
-	(*DiscoverRequest)(nil),      // 11: lake.action.DiscoverRequest
-	(*StageDescriptor)(nil),      // 12: lake.action.StageDescriptor
-	(*StatusRequest)(nil),        // 13: lake.action.StatusRequest
-	(*ClusterStatus)(nil),        // 14: lake.action.ClusterStatus
-	(*MemberStatus)(nil),         // 15: lake.action.MemberStatus
+	(VerifyProblem)(0),           // 0: lake.action.VerifyProblem
+	(*CreateTableRequest)(nil),   // 1: lake.action.CreateTableRequest
+	(*TableInfo)(nil),            // 2: lake.action.TableInfo
+	(*ListTablesRequest)(nil),    // 3: lake.action.ListTablesRequest
+	(*TableList)(nil),            // 4: lake.action.TableList
+	(*DescribeTableRequest)(nil), // 5: lake.action.DescribeTableRequest
+	(*HistoryRequest)(nil),       // 6: lake.action.HistoryRequest
+	(*VersionInfo)(nil),          // 7: lake.action.VersionInfo
+	(*History)(nil),              // 8: lake.action.History
+	(*SnapshotRequest)(nil),      // 9: lake.action.SnapshotRequest
+	(*DataFile)(nil),             // 10: lake.action.DataFile
+	(*Snapshot)(nil),             // 11: lake.action.Snapshot
+	(*DiscoverRequest)(nil),      // 12: lake.action.DiscoverRequest
+	(*StageDescriptor)(nil),      // 13: lake.action.StageDescriptor
+	(*StatusRequest)(nil),        // 14: lake.action.StatusRequest
+	(*ClusterStatus)(nil),        // 15: lake.action.ClusterStatus
+	(*MemberStatus)(nil),         // 16: lake.action.MemberStatus
+	(*VerifyRequest)(nil),        // 17: lake.action.VerifyRequest
+	(*VerifyResult)(nil),         // 18: lake.action.VerifyResult
+	(*VerifyMismatch)(nil),       // 19: lake.action.VerifyMismatch
+	(*VerifyProgress)(nil),       // 20: lake.action.VerifyProgress
+	(*VerifyCursor)(nil),         // 21: lake.action.VerifyCursor
 }
 var file_wire_action_proto_depIdxs = []int32{
-	1,  // 0: lake.action.TableList.tables:type_name -> lake.action.TableInfo
-	9,  // 1: lake.action.VersionInfo.files:type_name -> lake.action.DataFile
-	6,  // 2: lake.action.History.versions:type_name -> lake.action.VersionInfo
-	9,  // 3: lake.action.Snapshot.files:type_name -> lake.action.DataFile
-	15, // 4: lake.action.ClusterStatus.members:type_name -> lake.action.MemberStatus
-	5,  // [5:5] is the sub-list for method output_type
-	5,  // [5:5] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	2,  // 0: lake.action.TableList.tables:type_name -> lake.action.TableInfo
+	10, // 1: lake.action.VersionInfo.files:type_name -> lake.action.DataFile
+	7,  // 2: lake.action.History.versions:type_name -> lake.action.VersionInfo
+	10, // 3: lake.action.Snapshot.files:type_name -> lake.action.DataFile
+	16, // 4: lake.action.ClusterStatus.members:type_name -> lake.action.MemberStatus
+	19, // 5: lake.action.VerifyResult.mismatch:type_name -> lake.action.VerifyMismatch
+	20, // 6: lake.action.VerifyResult.progress:type_name -> lake.action.VerifyProgress
+	0,  // 7: lake.action.VerifyMismatch.problem:type_name -> lake.action.VerifyProblem
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_wire_action_proto_init() }
@@ -1206,18 +1837,24 @@ func file_wire_action_proto_init() {
 	}
 	file_wire_action_proto_msgTypes[4].OneofWrappers = []any{}
 	file_wire_action_proto_msgTypes[8].OneofWrappers = []any{}
+	file_wire_action_proto_msgTypes[17].OneofWrappers = []any{
+		(*VerifyResult_Mismatch)(nil),
+		(*VerifyResult_Progress)(nil),
+	}
+	file_wire_action_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_action_proto_rawDesc), len(file_wire_action_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   16,
+			NumEnums:      1,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_wire_action_proto_goTypes,
 		DependencyIndexes: file_wire_action_proto_depIdxs,
+		EnumInfos:         file_wire_action_proto_enumTypes,
 		MessageInfos:      file_wire_action_proto_msgTypes,
 	}.Build()
 	File_wire_action_proto = out.File
