@@ -49,7 +49,11 @@ type Config struct {
 	// ForwardTimeout bounds one mutation forwarded to the leader, so a
 	// frozen leader cannot hold a follower's callers forever.
 	ForwardTimeout time.Duration
-	Logger         *slog.Logger
+	// VerifyRate is how many bytes per second the leader reads in the
+	// background to check the tables' objects against their rows' size
+	// and sha256 (verify_background.go); 0 turns that off.
+	VerifyRate int64
+	Logger     *slog.Logger
 }
 
 // DefaultConfig returns a Config with every tunable at its default.
@@ -60,6 +64,7 @@ func DefaultConfig() Config {
 		MaxAppendBytes:   256 << 20,
 		MaxGroupRequests: 512,
 		ForwardTimeout:   10 * time.Second,
+		VerifyRate:       DefaultVerifyRate,
 	}
 }
 
@@ -83,6 +88,9 @@ func (c Config) Validate() error {
 	}
 	if c.ForwardTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("meta: ForwardTimeout must be positive, got %v", c.ForwardTimeout))
+	}
+	if c.VerifyRate < 0 {
+		errs = append(errs, fmt.Errorf("meta: VerifyRate must not be negative, got %d", c.VerifyRate))
 	}
 	return errors.Join(errs...)
 }

@@ -12,4 +12,10 @@
 // puts the next log record if absent, applies it to bbolt and only then
 // acknowledges. Appends to a table that arrive while a commit is in flight
 // are grouped into the next one (group commit).
+//
+// A commit only stats a FILE value's object, so its sha256 is the client's
+// claim. Verification reads the bytes: lake.table.verify runs for a client
+// in short resumable calls (verify.go), and the leader's background
+// verifier reads every object at a bounded rate and records what it read
+// in the index (verify_background.go, index.Verified).
 package meta

@@ -165,6 +165,7 @@ var actionTypes = []*flight.ActionType{
 	{Type: wire.ActionSnapshot, Description: "The data files of a table version (SnapshotRequest → Snapshot)."},
 	{Type: wire.ActionDiscover, Description: "Where clients upload file bytes (DiscoverRequest → StageDescriptor)."},
 	{Type: wire.ActionStatus, Description: "The metadata cluster: leader, members, lag (StatusRequest → ClusterStatus)."},
+	{Type: wire.ActionVerify, Description: "Check a table's objects against their rows' size and sha256, a few seconds per call (VerifyRequest → VerifyResult stream)."},
 }
 
 func (f *flightService) ListActions(_ *flight.Empty, stream flight.FlightService_ListActionsServer) error {
@@ -177,6 +178,9 @@ func (f *flightService) ListActions(_ *flight.Empty, stream flight.FlightService
 }
 
 func (f *flightService) DoAction(action *flight.Action, stream flight.FlightService_DoActionServer) error {
+	if action.GetType() == wire.ActionVerify {
+		return statusErr(f.doVerify(action, stream)) // a stream of results, not one
+	}
 	res, err := f.doAction(stream.Context(), action)
 	if err != nil {
 		return statusErr(err)

@@ -74,7 +74,7 @@ func openIndex(dir string, logger *slog.Logger) (*index, error) {
 		db.NoSync = true
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketTables, bucketLog, bucketCommits} {
+		for _, b := range [][]byte{bucketMeta, bucketTables, bucketLog, bucketCommits, bucketVerified} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -140,7 +140,7 @@ func (ix *index) stage() (string, error) {
 // reset empties the index and binds it to stage.
 func (ix *index) reset(stage string) error {
 	return ix.db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketTables, bucketLog, bucketCommits} {
+		for _, b := range [][]byte{bucketTables, bucketLog, bucketCommits, bucketVerified} {
 			if err := tx.DeleteBucket(b); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 				return err
 			}

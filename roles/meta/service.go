@@ -161,6 +161,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	// The coordinator is in place before the first call can arrive.
 	s.startCluster()
+	s.startVerifier()
 	if s.lis != nil {
 		s.serve()
 	}
