@@ -28,6 +28,7 @@ type endpoint struct {
 var relayedActions = map[string]bool{
 	wire.ActionCreateTable: true, wire.ActionListTables: true, wire.ActionDescribeTable: true,
 	wire.ActionHistory: true, wire.ActionSnapshot: true, wire.ActionStatus: true,
+	wire.ActionVerify: true,
 }
 
 // DoPut relays FILE appends and refuses everything else: SQL is read-only.
@@ -165,6 +166,7 @@ func (e *endpoint) ListActions(in *flight.Empty, stream flight.FlightService_Lis
 		{Type: wire.ActionHistory, Description: "A table's versions (relayed)."},
 		{Type: wire.ActionSnapshot, Description: "The data files of a table version (relayed)."},
 		{Type: wire.ActionStatus, Description: "The metadata cluster: leader, members, lag (relayed)."},
+		{Type: wire.ActionVerify, Description: "Check a table's objects against their rows' size and sha256, a few seconds per call (relayed)."},
 	} {
 		if err := stream.Send(a); err != nil {
 			return err
