@@ -7,8 +7,9 @@
 // straight to the stage, then append one metadata row (a FILE value: key,
 // size, SHA-256) through the endpoint, with a commit id that makes the
 // client's own retries harmless. Open reads an object back from the stage
-// and verifies its size and SHA-256. Query runs read-only SQL over Flight
-// SQL. Errors the endpoint returns unwrap to the wire sentinels
+// and verifies its size and SHA-256; Verify has the metadata service check
+// every object of a table against its rows. Query runs read-only SQL over
+// Flight SQL. Errors the endpoint returns unwrap to the wire sentinels
 // (errors.Is(err, wire.ErrTableNotFound)).
 //
 // The package never imports a role: it speaks only the wire contract.
