@@ -60,6 +60,7 @@ the stage, then commit one small metadata row.`,
 	root.AddCommand(newGetCommand(g))
 	root.AddCommand(newUploadsCommand(g))
 	root.AddCommand(newStatusCommand(g))
+	root.AddCommand(newVerifyCommand(g))
 	return root
 }
 

@@ -54,6 +54,7 @@ type serveOptions struct {
 	etcdPrefix       string
 	advertise        string
 	sessionTTL       time.Duration
+	verifyRate       byteRate
 }
 
 func (o *serveOptions) addFlags(cmd *cobra.Command) {
@@ -83,6 +84,8 @@ func (o *serveOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.etcdPrefix, "etcd-prefix", "/lake", "meta: root of lake's keys in etcd (one per lake cluster)")
 	f.StringVar(&o.advertise, "advertise", "", "meta with --etcd: the address other meta and query nodes reach this node at (default: --listen)")
 	f.DurationVar(&o.sessionTTL, "session-ttl", 5*time.Second, "meta with --etcd: leadership lease TTL, whole seconds; a dead leader is replaced after at most this long")
+	o.verifyRate = meta.DefaultVerifyRate
+	f.Var(&o.verifyRate, "verify-rate", "meta: bytes per second the leader reads to check the tables' objects against their rows' size and sha256 in the background, e.g. 64MiB; 0 turns it off")
 }
 
 func newServeCommand(g *globalOptions) *cobra.Command {
@@ -255,6 +258,7 @@ func startMeta(ctx context.Context, o *serveOptions, addr string, opts []grpc.Se
 	cfg.Stage, cfg.StageURI, cfg.Discover = store, desc.GetRootUri(), desc
 	cfg.ServerOptions, cfg.TokensRequired = opts, len(tokens) > 0
 	cfg.Logger = logger
+	cfg.VerifyRate = int64(o.verifyRate)
 	if coord != nil {
 		cfg.Cluster = coord
 		if cfg.PeerDial, err = o.metaDial(tokens); err != nil {
