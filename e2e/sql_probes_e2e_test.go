@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/lakedata/lake/client"
+	"github.com/lakedata/lake/internal/fstree"
 )
 
 // TestHostileSQLChangesNothing sends the statements that once broke a
@@ -98,24 +98,12 @@ func TestHostileSQLChangesNothing(t *testing.T) {
 	}
 }
 
-// tree describes every file under dir (path, kind, size), one a line.
+// tree describes every file under dir.
 func tree(t *testing.T, dir string) string {
 	t.Helper()
-	var b strings.Builder
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		fmt.Fprintf(&b, "%s %v %d\n", rel, d.IsDir(), info.Size())
-		return nil
-	})
+	s, err := fstree.Describe(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.String()
+	return s
 }

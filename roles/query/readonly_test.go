@@ -5,9 +5,7 @@ package query_test
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/lakedata/lake/internal/fstree"
 	"github.com/lakedata/lake/roles/query"
 	"github.com/lakedata/lake/wire"
 )
@@ -101,26 +100,14 @@ func (l *lakeFixture) scalar(t *testing.T, q string) any {
 	panic("unreachable")
 }
 
-// listTree describes every file under dir (path and size), one a line.
+// listTree describes every file under dir.
 func listTree(t *testing.T, dir string) string {
 	t.Helper()
-	var b strings.Builder
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		fmt.Fprintf(&b, "%s %v %d\n", rel, d.IsDir(), info.Size())
-		return nil
-	})
+	s, err := fstree.Describe(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.String()
+	return s
 }
 
 // runPrepared executes a prepared statement and reads all its rows.
