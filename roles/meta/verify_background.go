@@ -53,19 +53,24 @@ func (s *Service) startVerifier() {
 	}()
 }
 
+// verifyRetryMax bounds the wait after a failed pass (a data file the
+// stage cannot read, say), which doubles from verifyPoll on each failure
+// so a lasting fault logs a few lines an hour, not one a second.
+const verifyRetryMax = 10 * time.Minute
+
 func (v *backgroundVerifier) run(ctx context.Context) {
-	t := time.NewTicker(verifyPoll)
-	defer t.Stop()
+	wait := verifyPoll
 	for {
 		if v.s.canCommit() {
 			if err := v.pass(ctx); err != nil && ctx.Err() == nil {
-				v.s.log.Warn("background verification stopped for now", "err", err)
+				wait = min(2*wait, verifyRetryMax)
+				v.s.log.Warn("background verification failed; trying again later", "err", err, "retry_in", wait)
+			} else {
+				wait = verifyPoll
 			}
 		}
-		select {
-		case <-ctx.Done():
+		if sleepCtx(ctx, wait) != nil {
 			return
-		case <-t.C:
 		}
 	}
 }

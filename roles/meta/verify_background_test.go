@@ -217,3 +217,35 @@ func TestTokenBucketNeverGrantsMoreThanRateTimesTimePlusBurst(t *testing.T) {
 		t.Errorf("take with a cancelled context: %v", err)
 	}
 }
+
+// TestBackgroundPassFailsWithoutSkipping: a data file the stage cannot
+// read fails the pass without marking its table walked, so the next pass
+// (after the back-off) verifies its objects once the file is back.
+func TestBackgroundPassFailsWithoutSkipping(t *testing.T) {
+	f := newFixture(t)
+	restartWith(f, noBackground)
+	f.createTable("clips")
+	v := f.putObject("a.bin", randomBytes(t, 100))
+	f.appendRows("clips", []string{"a"}, []wire.FileValue{v})
+	data := f.stagePath(f.snapshot("clips", nil).GetFiles()[0].GetKey())
+	if err := os.Rename(data, data+".away"); err != nil {
+		t.Fatal(err)
+	}
+	bv := newBackgroundVerifier(f.svc, newTokenBucket(1<<30, verifyChunk))
+	ctx := context.Background()
+	if err := bv.pass(ctx); err == nil {
+		t.Fatal("a pass over a missing data file succeeded")
+	}
+	if _, ok := f.svc.ix.Verified(v.Key); ok {
+		t.Fatal("an object was recorded from a failed pass")
+	}
+	if err := os.Rename(data+".away", data); err != nil {
+		t.Fatal(err)
+	}
+	if err := bv.pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := f.svc.ix.Verified(v.Key); !ok || !r.Match {
+		t.Fatalf("after the data file came back: %+v, %t", r, ok)
+	}
+}
