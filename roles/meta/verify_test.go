@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lakedata/lake/internal/etcdtest"
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/wire"
@@ -381,5 +382,57 @@ func TestVerifyRefusesBadRequests(t *testing.T) {
 	}
 	if _, prog, err := verifyCall(ctx, f.fc, &lakepb.VerifyRequest{Table: "a", Cursor: cur}); err != nil || prog.GetObjects() != 1 {
 		t.Errorf("a valid cursor: %v %v", prog, err)
+	}
+}
+
+// TestVerifyRunMovesBetweenNodes: a follower answers verify calls from its
+// own index, including a call that continues, inside an object, a run the
+// leader began; only the leader verifies in the background.
+func TestVerifyRunMovesBetweenNodes(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	leader := newMember(t, etcd.Endpoint, nil)
+	waitFor(t, "the first node to lead", func() bool { return leader.svc.canCommit() })
+	follower := newMember(t, etcd.Endpoint, leader)
+	waitFor(t, "the follower to learn the leader", func() bool { return follower.svc.cluster.Leader() == leader.listen })
+
+	leader.createTable("clips")
+	big := leader.putObject("big.bin", randomBytes(t, 3*verifyChunk))
+	liar := leader.putObject("liar.bin", randomBytes(t, 10))
+	liar.SHA256 = sumHex([]byte("not these"))
+	leader.appendRows("clips", []string{"big", "liar"}, []wire.FileValue{big, liar})
+
+	lim := verifyLimits{deadline: time.Now().Add(time.Hour), maxBytes: verifyChunk, maxMismatches: 1000}
+	var first *lakepb.VerifyProgress
+	err := leader.svc.verify(context.Background(), &lakepb.VerifyRequest{Table: "clips"}, lim, func(r *lakepb.VerifyResult) error {
+		if p := r.GetProgress(); p != nil {
+			first = p
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := decodeVerifyCursor(first.GetNext()); err != nil || c.GetPartialKey() != big.Key {
+		t.Fatalf("the leader's first call did not stop inside the big object: %v, %v", c, err)
+	}
+	var ms []*lakepb.VerifyMismatch
+	cursor := first.GetNext()
+	for len(cursor) > 0 {
+		m, prog, err := verifyCall(context.Background(), follower.fc, &lakepb.VerifyRequest{Table: "clips", Cursor: cursor})
+		if err != nil {
+			t.Fatalf("the follower continuing the run: %v", err)
+		}
+		ms, cursor = append(ms, m...), prog.GetNext()
+	}
+	if len(ms) != 1 || ms[0].GetKey() != liar.Key || ms[0].GetProblem() != lakepb.VerifyProblem_VERIFY_PROBLEM_SHA256_DIFFERS {
+		t.Fatalf("mismatches %v, want only the liar's", ms)
+	}
+
+	waitFor(t, "the leader's background verifier", func() bool { _, ok := leader.svc.ix.Verified(big.Key); return ok })
+	if err := newBackgroundVerifier(follower.svc, newTokenBucket(1<<30, verifyChunk)).pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := follower.svc.ix.Verified(liar.Key); ok {
+		t.Error("a pass on a follower recorded an object")
 	}
 }
