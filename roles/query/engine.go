@@ -23,6 +23,7 @@ type engine struct {
 	timeout time.Duration
 	watch   *watchdog
 	guards  guardCache
+	parser  *parser
 }
 
 type engineConfig struct {
@@ -53,7 +54,12 @@ func openEngine(ctx context.Context, cfg engineConfig) (*engine, error) {
 	}
 	capAllocations(allocationCap(limit))
 	ceiling := limit + memoryMargin(limit)
-	return &engine{db: db, timeout: cfg.timeout, watch: startWatchdog(ceiling)}, nil
+	p, err := newParser(ctx, connector)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &engine{db: db, timeout: cfg.timeout, watch: startWatchdog(ceiling), parser: p}, nil
 }
 
 // memoryLimitBytes is DuckDB's memory limit in bytes: the configured one,
@@ -281,6 +287,7 @@ type statement struct {
 	// interrupt calls duckdb_interrupt on conn (nil if unavailable).
 	interrupt func()
 	guards    *guardCache
+	parser    *parser
 }
 
 func (e *engine) begin(ctx context.Context) (*statement, error) {
@@ -307,7 +314,7 @@ func (e *engine) begin(ctx context.Context) (*statement, error) {
 		return nil, err
 	}
 	forget := e.watch.track(cancelCause, interrupt)
-	return &statement{ctx: ctx, cancel: cancel, conn: conn, forget: forget, interrupt: interrupt, guards: &e.guards}, nil
+	return &statement{ctx: ctx, cancel: cancel, conn: conn, forget: forget, interrupt: interrupt, guards: &e.guards, parser: e.parser}, nil
 }
 
 func (st *statement) close() {
@@ -322,7 +329,7 @@ func (st *statement) close() {
 // Prepare is interrupted when the statement's context ends: binding and
 // constant folding can take minutes and gigabytes.
 func (st *statement) check(dconn *duckdb.Conn, checked, text string, isTable func(string) bool) ([]string, error) {
-	if err := guard(st.ctx, dconn, checked, isTable, st.guards); err != nil {
+	if err := guard(st.ctx, st.parser, checked, isTable, st.guards); err != nil {
 		return nil, err
 	}
 	stop := interruptOnDone(st.ctx, st.interrupt)
@@ -448,5 +455,5 @@ func (e *engine) exec(ctx context.Context, stmt string) error {
 
 func (e *engine) close() error {
 	e.watch.close()
-	return e.db.Close()
+	return errors.Join(e.parser.close(), e.db.Close())
 }

@@ -2,13 +2,11 @@ package query
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
-
-	"github.com/duckdb/duckdb-go/v2"
 
 	"github.com/lakedata/lake/roles/query/sqlguard"
 )
@@ -19,7 +17,7 @@ import (
 // remembered with the lake tables it names, so the same text (a
 // dashboard's, or GetFlightInfo's then DoGet's) passes again at the cost
 // of looking those names up.
-func guard(ctx context.Context, conn *duckdb.Conn, q string, isTable func(string) bool, cache *guardCache) error {
+func guard(ctx context.Context, p *parser, q string, isTable func(string) bool, cache *guardCache) error {
 	if cache.accepts(q, isTable) {
 		return nil
 	}
@@ -28,31 +26,19 @@ func guard(ctx context.Context, conn *duckdb.Conn, q string, isTable func(string
 		named = append(named, name)
 		return isTable(name)
 	}
-	err := parseAndCheck(ctx, conn, q, recording)
+	err := parseAndCheck(ctx, p, q, recording)
 	if err == nil {
 		cache.remember(q, named)
 	}
 	return err
 }
 
-func parseAndCheck(ctx context.Context, conn *duckdb.Conn, q string, isTable func(string) bool) error {
-	rows, err := conn.QueryContext(ctx, "SELECT json_serialize_sql($1::VARCHAR)::VARCHAR", []driver.NamedValue{{Ordinal: 1, Value: q}})
-	if err != nil {
+func parseAndCheck(ctx context.Context, p *parser, q string, isTable func(string) bool) error {
+	var tree string
+	if err := p.stmt.QueryRowContext(ctx, q).Scan(&tree); err != nil {
 		return fmt.Errorf("query: parse: %w", err)
 	}
-	defer rows.Close()
-	dest := make([]driver.Value, 1)
-	if err := rows.Next(dest); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = errors.New("no parse tree")
-		}
-		return fmt.Errorf("query: parse: %w", err)
-	}
-	tree, ok := dest[0].(string)
-	if !ok {
-		return fmt.Errorf("query: parse tree of type %T", dest[0])
-	}
-	err = sqlguard.Check([]byte(tree), isTable)
+	err := sqlguard.Check([]byte(tree), isTable)
 	var notSelect *sqlguard.NotSelect
 	switch {
 	case err == nil:
@@ -114,4 +100,31 @@ func (c *guardCache) remember(q string, named []string) {
 		c.accepted[q] = named
 		c.bytes += len(q)
 	}
+}
+
+// parser has DuckDB parse caller text on connections of its own. They only
+// ever run json_serialize_sql with the text as a bound parameter, never
+// the caller's SQL, so unlike the statement connections they are kept, and
+// so is their prepared statement (preparing it for every statement cost
+// more than the parse).
+type parser struct {
+	db   *sql.DB
+	stmt *sql.Stmt
+}
+
+func newParser(ctx context.Context, c driver.Connector) (*parser, error) {
+	// Wrapped so that closing the parser leaves the database open: a
+	// sql.DB closes a connector that has a Close method.
+	db := sql.OpenDB(struct{ driver.Connector }{c})
+	db.SetMaxIdleConns(4)
+	stmt, err := db.PrepareContext(ctx, "SELECT json_serialize_sql($1::VARCHAR, skip_null := true, skip_empty := true)::VARCHAR")
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("query: prepare the parser: %w", err)
+	}
+	return &parser{db: db, stmt: stmt}, nil
+}
+
+func (p *parser) close() error {
+	return errors.Join(p.stmt.Close(), p.db.Close())
 }
