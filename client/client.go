@@ -29,7 +29,6 @@ type Client struct {
 	sql           *flightsql.Client
 	stage         *lakepb.StageDescriptor
 	store         objects.Store
-	closeStore    func() error
 	checkpointDir string
 	log           *slog.Logger
 }
@@ -123,19 +122,12 @@ func (c *Client) openStage(ctx context.Context, logger *slog.Logger) error {
 		return fmt.Errorf("client: %w", err)
 	}
 	c.store = s
-	if cl, ok := s.(interface{ Close() error }); ok {
-		c.closeStore = cl.Close
-	}
 	return nil
 }
 
-// Close releases the connection and the stage.
+// Close releases the connection and the stage adapter (objects.Store.Close).
 func (c *Client) Close() error {
-	err := c.fc.Close()
-	if c.closeStore != nil {
-		err = errors.Join(err, c.closeStore())
-	}
-	return err
+	return errors.Join(c.fc.Close(), c.store.Close())
 }
 
 // Stage returns what the endpoint said about its stage (never credentials).

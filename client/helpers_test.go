@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/lakedata/lake/objects"
-	"github.com/lakedata/lake/objects/checkpoint"
 	"github.com/lakedata/lake/objects/local"
 	"github.com/lakedata/lake/roles/meta"
 )
@@ -124,7 +123,6 @@ type recordingStore struct {
 
 type storeCall struct {
 	method, key, path string
-	session           bool // PutPath got a checkpoint session
 }
 
 func (s *recordingStore) record(c storeCall) {
@@ -138,9 +136,9 @@ func (s *recordingStore) Put(ctx context.Context, key string, r io.Reader, o obj
 	return s.Store.Put(ctx, key, r, o)
 }
 
-func (s *recordingStore) PutPath(ctx context.Context, key, path string, cp *checkpoint.Session, o objects.PutOptions) (objects.Info, error) {
-	s.record(storeCall{method: "PutPath", key: key, path: path, session: cp != nil})
-	return s.Store.PutPath(ctx, key, path, cp, o)
+func (s *recordingStore) PutPath(ctx context.Context, key, path string, o objects.PutOptions) (objects.Info, error) {
+	s.record(storeCall{method: "PutPath", key: key, path: path})
+	return s.Store.PutPath(ctx, key, path, o)
 }
 
 func (s *recordingStore) takeCalls() []storeCall {

@@ -137,7 +137,7 @@ func (c *Client) PutFile(ctx context.Context, table, path string, o PutOptions) 
 			}
 		}
 	}
-	info, err := c.store.PutPath(ctx, key, abs, sess, objects.PutOptions{ContentType: o.ContentType, Progress: o.Progress})
+	info, err := c.upload(ctx, key, abs, sess, objects.PutOptions{ContentType: o.ContentType, Progress: o.Progress})
 	if err != nil {
 		return nil, fmt.Errorf("client: upload %s: %w", path, err)
 	}
@@ -160,6 +160,17 @@ func (c *Client) PutFile(ctx context.Context, table, path string, o PutOptions) 
 		}
 	}
 	return res, nil
+}
+
+// upload sends the file at abs: resumably through the checkpoint session
+// when the stage can resume uploads and the put has a session, else in one
+// go. The session is held either way, so two puts of one file into one
+// table never run at once.
+func (c *Client) upload(ctx context.Context, key, abs string, sess *checkpoint.Session, opts objects.PutOptions) (objects.Info, error) {
+	if r, ok := c.store.(objects.Resumer); ok && sess != nil {
+		return r.PutPathResumable(ctx, key, abs, sess, opts)
+	}
+	return c.store.PutPath(ctx, key, abs, opts)
 }
 
 // resumeFrom takes from an existing checkpoint what the put must reuse:

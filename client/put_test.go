@@ -16,14 +16,14 @@ import (
 // hookStore runs a hook inside PutPath, before the real upload.
 type hookStore struct {
 	objects.Store
-	hook func(key string, cp *checkpoint.Session)
+	hook func(key string)
 }
 
-func (s *hookStore) PutPath(ctx context.Context, key, path string, cp *checkpoint.Session, o objects.PutOptions) (objects.Info, error) {
+func (s *hookStore) PutPath(ctx context.Context, key, path string, o objects.PutOptions) (objects.Info, error) {
 	if s.hook != nil {
-		s.hook(key, cp)
+		s.hook(key)
 	}
-	return s.Store.PutPath(ctx, key, path, cp, o)
+	return s.Store.PutPath(ctx, key, path, o)
 }
 
 func connectHooked(t *testing.T, f *fixture, hs *hookStore) *Client {
@@ -38,7 +38,7 @@ func TestPutFileInProgress(t *testing.T) {
 	f := newFixture(t, nil)
 	started, release := make(chan struct{}), make(chan struct{})
 	first := true
-	hs := &hookStore{hook: func(string, *checkpoint.Session) {
+	hs := &hookStore{hook: func(string) {
 		if first {
 			first = false
 			close(started)
@@ -123,12 +123,7 @@ func writeCheckpoint(t *testing.T, cpPath, path, key, table, commitID string) {
 func TestPutFileResumesCheckpointedCommit(t *testing.T) {
 	f := newFixture(t, nil)
 	var keys []string
-	hs := &hookStore{hook: func(key string, cp *checkpoint.Session) {
-		if cp == nil {
-			t.Error("PutPath without a checkpoint session")
-		}
-		keys = append(keys, key)
-	}}
+	hs := &hookStore{hook: func(key string) { keys = append(keys, key) }}
 	c := connectHooked(t, f, hs)
 	if _, err := c.CreateTable(ctx, "t", nil, false); err != nil {
 		t.Fatal(err)
@@ -143,7 +138,7 @@ func TestPutFileResumesCheckpointedCommit(t *testing.T) {
 
 	// The first run: its object and its row, then the crash.
 	key := objects.NewObjectKey("r.bin", time.Now())
-	if _, err := hs.Store.PutPath(ctx, key, canon, nil, objects.PutOptions{}); err != nil {
+	if _, err := hs.Store.PutPath(ctx, key, canon, objects.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	schema, err := c.schema(ctx, "t")

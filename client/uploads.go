@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/checkpoint"
 )
 
@@ -26,16 +27,15 @@ func ListUploads(dir string) ([]checkpoint.Entry, error) {
 	return checkpoint.List(dir)
 }
 
-// canceler is a stage that can abort a resumable upload (S3).
-type canceler interface {
-	Cancel(ctx context.Context, cp *checkpoint.Checkpoint) error
-}
-
 // CancelUpload gives up the pending uploads of the file at path (one per
 // table it was being put into): for each it takes the checkpoint's lock,
 // checks the upload belongs to this client's stage, aborts the multipart
 // upload and removes the checkpoint. It returns the number cancelled. An
 // upload that is running now fails with checkpoint.ErrInProgress.
+//
+// Every checkpoint of the file is tried, not only those of this stage
+// (objects.Resumer.Uploads): one of another stage fails with
+// checkpoint.ErrBindingMismatch rather than pass for no upload at all.
 func (c *Client) CancelUpload(ctx context.Context, path string) (int, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -75,11 +75,11 @@ func (c *Client) cancelOne(ctx context.Context, cpPath string) error {
 	if err != nil {
 		return err
 	}
-	cn, ok := c.store.(canceler)
+	r, ok := c.store.(objects.Resumer)
 	if !ok {
 		return fmt.Errorf("the stage %s has no resumable uploads to cancel", c.stage.GetRootUri())
 	}
-	if err := cn.Cancel(ctx, cp); err != nil {
+	if err := r.Cancel(ctx, cp); err != nil {
 		return err
 	}
 	return sess.Remove()

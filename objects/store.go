@@ -65,7 +65,18 @@ type Progress struct {
 // by clean relative keys (wire.ValidateKey). Every method takes a context
 // first and honours its cancellation. Implementations are safe for
 // concurrent use by several goroutines and several processes.
+//
+// Extra powers of a backend are optional interfaces of their own, found by
+// a type assertion on the Store: Resumer (uploads that survive a crash)
+// and Preparer.
 type Store interface {
+	// Close releases what the store holds open: the stage directory's
+	// handles (local), the HTTP connections to the service (S3). Close
+	// the readers Open returned first: a backend may end them (S3 does;
+	// local ones stay usable). No other method may be called after it. A
+	// second Close does nothing and returns nil.
+	io.Closer
+
 	// Put writes everything r yields under key and returns its Info with
 	// Size and SHA256 set. The object becomes visible only complete: a
 	// reader never sees a partial object, and a failed or cancelled Put
@@ -73,20 +84,10 @@ type Store interface {
 	// An invalid key → wire.ErrInvalidKey.
 	Put(ctx context.Context, key string, r io.Reader, opts PutOptions) (Info, error)
 
-	// PutPath uploads the file at path under key, with Put's guarantees.
-	//
-	// cp, when not nil, is an open checkpoint session (DESIGN §7) owned by
-	// the caller: a backend that resumes uploads (S3) keeps the upload's
-	// progress in it and, when it already holds a checkpoint, resumes that
-	// upload — which must be of the same file (else an error wrapping
-	// checkpoint.ErrSourceChanged, and nothing is uploaded) to the same
-	// key (checkpoint.ErrBindingMismatch). A failed or cancelled upload
-	// then leaves its parts and checkpoint for the next call instead of
-	// removing them; nothing is visible at key until it completes. On
-	// success the checkpoint may be left marked completed; the caller
-	// removes it once it no longer needs it. Backends that complete in one
-	// step (local) ignore cp and write no checkpoint. cp nil: no resume.
-	PutPath(ctx context.Context, key, path string, cp *checkpoint.Session, opts PutOptions) (Info, error)
+	// PutPath uploads the file at path under key, with Put's guarantees:
+	// a failed or cancelled upload leaves nothing behind, and the next
+	// call starts over. A resumable upload is Resumer.PutPathResumable.
+	PutPath(ctx context.Context, key, path string, opts PutOptions) (Info, error)
 
 	// PutIfAbsent atomically creates key with data unless key exists, in
 	// which case it returns ErrExists and changes nothing. Exactly one of
@@ -143,4 +144,49 @@ type Prepared interface {
 	Publish(ctx context.Context) error
 	// Discard drops an unpublished object. Safe after Publish.
 	Discard()
+}
+
+// Resumer is an optional Store capability: uploads of a file that survive
+// a failure, a cancellation or a crash of the uploading process and go on
+// from where they stopped (DESIGN §7). Find it with a type assertion:
+//
+//	if r, ok := store.(objects.Resumer); ok { … }
+//
+// The S3 backend has it; the local one completes an upload in one step
+// (temp file, fsync, rename), so it has nothing to resume and lacks it.
+//
+// The caller owns the checkpoint session (checkpoint.Open): it picks the
+// checkpoint's path, holds its lock for the whole upload, may read and add
+// to what the Resumer saved (the commit id of the append that follows),
+// and removes the checkpoint when it no longer needs it. The Resumer owns
+// the upload state in it: what it saves there is its own to interpret.
+type Resumer interface {
+	// PutPathResumable uploads the file at path under key as PutPath
+	// does, keeping the upload's progress in the checkpoint session cp.
+	// When cp already holds a checkpoint, it resumes that upload, which
+	// must be of the same file (else an error wrapping
+	// checkpoint.ErrSourceChanged, and nothing is uploaded) to the same
+	// key of the same stage (checkpoint.ErrBindingMismatch). A failed or
+	// cancelled upload leaves its parts and checkpoint for the next call
+	// instead of removing them; nothing is visible at key until it
+	// completes. On success the checkpoint may be left marked completed,
+	// and the same call again returns the same object without sending it.
+	// A file with nothing to resume (an empty one) may be uploaded in one
+	// step and leave no checkpoint.
+	PutPathResumable(ctx context.Context, key, path string, cp *checkpoint.Session, opts PutOptions) (Info, error)
+
+	// Uploads returns the checkpoints in dir (checkpoint.List) of uploads
+	// to this stage: interrupted ones, which PutPathResumable resumes and
+	// Cancel gives up, and running ones (Entry.Locked). A checkpoint that
+	// cannot be read names no stage and is left out; checkpoint.List
+	// reports it. A missing dir holds none.
+	Uploads(ctx context.Context, dir string) ([]checkpoint.Entry, error)
+
+	// Cancel gives up the upload cp records, dropping what it stored of
+	// it (S3: its parts). cp must be of this stage (else
+	// checkpoint.ErrBindingMismatch). An upload already gone is cancelled;
+	// one that completed is not (its object exists) and Cancel fails.
+	// Removing the checkpoint, under its session's lock, is the caller's
+	// part.
+	Cancel(ctx context.Context, cp *checkpoint.Checkpoint) error
 }

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/lakedata/lake/objects"
-	"github.com/lakedata/lake/objects/checkpoint"
 	"github.com/lakedata/lake/wire"
 )
 
@@ -91,8 +90,10 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	return s, nil
 }
 
-// Close releases the handle on the stage directory. Readers returned by Open
-// stay usable.
+// Close implements objects.Store: it releases the handles on the stage
+// directory (its os.Root and the descriptor Open, Stat and List resolve
+// keys from). Readers returned by Open stay usable. A second Close does
+// nothing.
 func (s *Store) Close() error {
 	return errors.Join(s.res.close(), s.root.Close())
 }
@@ -274,10 +275,10 @@ func copyCtx(ctx context.Context, f io.Writer, h io.Writer, r io.Reader, done fu
 	}
 }
 
-// PutPath implements objects.Store. The checkpoint session is ignored and
-// nothing is written to it: a local put completes in one step (temp file,
-// fsync, rename), so there is nothing to resume.
-func (s *Store) PutPath(ctx context.Context, key, path string, _ *checkpoint.Session, opts objects.PutOptions) (objects.Info, error) {
+// PutPath implements objects.Store. A local put completes in one step
+// (temp file, fsync, rename), so there is nothing to resume and the store
+// is no objects.Resumer.
+func (s *Store) PutPath(ctx context.Context, key, path string, opts objects.PutOptions) (objects.Info, error) {
 	if err := checkKey(key); err != nil {
 		return objects.Info{}, fmt.Errorf("local: put: %w", err)
 	}

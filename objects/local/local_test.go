@@ -333,3 +333,13 @@ func TestUseAfterClose(t *testing.T) {
 		}
 	}
 }
+
+// A local put completes in one step: the store must not offer resumable
+// uploads, which callers would then route through a checkpoint for
+// nothing.
+func TestNotResumer(t *testing.T) {
+	var s objects.Store = open(t, t.TempDir())
+	if _, ok := s.(objects.Resumer); ok {
+		t.Fatal("the local store is an objects.Resumer")
+	}
+}

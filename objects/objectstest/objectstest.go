@@ -88,7 +88,10 @@ func RunWith(t *testing.T, newStore func(t *testing.T) objects.Store, o Options)
 		{"PutCancelled", testPutCancelled},
 		{"PutReaderError", testPutReaderError},
 		{"PutPath", testPutPath},
-		{"PutPathResume", testPutPathResume},
+		{"Resumable", resumable(testResumable)},
+		{"ResumableResume", resumable(testResumableResume)},
+		{"ResumableUploadsCancel", resumable(testResumableUploadsCancel)},
+		{"Close", testClose},
 		{"OpenRange", testOpenRange},
 		{"NotFound", testNotFound},
 		{"PutIfAbsent", testPutIfAbsent},
@@ -300,7 +303,7 @@ func testPutPath(t *testing.T, s objects.Store) {
 	}
 	const key = "objects/2026/01/x/upload.bin"
 	var pr progressRecorder
-	in, err := s.PutPath(t.Context(), key, src, nil, objects.PutOptions{ContentType: "application/octet-stream", Progress: pr.record})
+	in, err := s.PutPath(t.Context(), key, src, objects.PutOptions{ContentType: "application/octet-stream", Progress: pr.record})
 	if err != nil {
 		t.Fatalf("PutPath: %v", err)
 	}
@@ -308,78 +311,218 @@ func testPutPath(t *testing.T, s objects.Store) {
 	wantContent(t, s, key, data)
 	pr.check(t, int64(len(data)))
 
-	if _, err := s.PutPath(t.Context(), "other", filepath.Join(dir, "missing"), nil, objects.PutOptions{}); err == nil {
+	if _, err := s.PutPath(t.Context(), "other", filepath.Join(dir, "missing"), objects.PutOptions{}); err == nil {
 		t.Fatal("PutPath of a missing file succeeded")
-	}
-	wantNotFound(t, s, "other")
-
-	// With a checkpoint session, whether the backend uses it or not.
-	sess, err := checkpoint.Open(filepath.Join(dir, "checkpoints", "upload.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	const key2 = "objects/2026/01/y/upload.bin"
-	pr = progressRecorder{}
-	in, err = s.PutPath(t.Context(), key2, src, sess, objects.PutOptions{ContentType: "application/octet-stream", Progress: pr.record})
-	if err != nil {
-		t.Fatalf("PutPath with a checkpoint: %v", err)
-	}
-	checkInfo(t, in, key2, data)
-	wantContent(t, s, key2, data)
-	pr.check(t, int64(len(data)))
-	// The same call again, before the caller removes the checkpoint: the
-	// same object (a resumable backend finds its upload completed).
-	in, err = s.PutPath(t.Context(), key2, src, sess, objects.PutOptions{ContentType: "application/octet-stream"})
-	if err != nil {
-		t.Fatalf("PutPath with a checkpoint, again: %v", err)
-	}
-	checkInfo(t, in, key2, data)
-	wantContent(t, s, key2, data)
-	if err := sess.Remove(); err != nil {
-		t.Fatal(err)
-	}
-
-	if _, err := s.PutPath(t.Context(), "other", filepath.Join(dir, "missing"), sess, objects.PutOptions{}); err == nil {
-		t.Fatal("PutPath of a missing file with a checkpoint succeeded")
 	}
 	wantNotFound(t, s, "other")
 }
 
-// A PutPath cancelled from its progress report leaves nothing at the key;
-// the same call with the same checkpoint session then completes it.
-func testPutPathResume(t *testing.T, s objects.Store) {
+// resumable runs fn only against a backend that offers objects.Resumer.
+func resumable(fn func(t *testing.T, s objects.Store, r objects.Resumer)) func(t *testing.T, s objects.Store) {
+	return func(t *testing.T, s objects.Store) {
+		r, ok := s.(objects.Resumer)
+		if !ok {
+			t.Skip("the backend has no resumable uploads (objects.Resumer)")
+		}
+		fn(t, s, r)
+	}
+}
+
+// openSession opens a checkpoint session under dir, closed at the end of
+// the test.
+func openSession(t *testing.T, dir, name string) *checkpoint.Session {
+	t.Helper()
+	sess, err := checkpoint.Open(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	return sess
+}
+
+// A resumable upload that runs through: the object, a checkpoint left for
+// the caller, and the same call again returns the same object.
+func testResumable(t *testing.T, s objects.Store, r objects.Resumer) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "upload.bin")
+	data := randomBytes(300<<10+7, 1)
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sess := openSession(t, filepath.Join(dir, "checkpoints"), "upload.json")
+	const key = "objects/2026/01/y/upload.bin"
+	var pr progressRecorder
+	in, err := r.PutPathResumable(t.Context(), key, src, sess, objects.PutOptions{ContentType: "application/octet-stream", Progress: pr.record})
+	if err != nil {
+		t.Fatalf("PutPathResumable: %v", err)
+	}
+	checkInfo(t, in, key, data)
+	wantContent(t, s, key, data)
+	pr.check(t, int64(len(data)))
+	// The same call again, before the caller removes the checkpoint: the
+	// same object, the upload found completed.
+	in, err = r.PutPathResumable(t.Context(), key, src, sess, objects.PutOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		t.Fatalf("PutPathResumable again: %v", err)
+	}
+	checkInfo(t, in, key, data)
+	wantContent(t, s, key, data)
+	if err := sess.Remove(); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := r.PutPathResumable(t.Context(), "other", filepath.Join(dir, "missing"), sess, objects.PutOptions{}); err == nil {
+		t.Fatal("PutPathResumable of a missing file succeeded")
+	}
+	wantNotFound(t, s, "other")
+	if _, err := r.PutPathResumable(t.Context(), "bad/../key", src, sess, objects.PutOptions{}); !errors.Is(err, wire.ErrInvalidKey) {
+		t.Fatalf("PutPathResumable of an invalid key = %v, want wire.ErrInvalidKey", err)
+	}
+}
+
+// A resumable upload cancelled from its progress report leaves nothing at
+// the key; the same call with the same checkpoint session then completes
+// it.
+func testResumableResume(t *testing.T, s objects.Store, r objects.Resumer) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "resume.bin")
 	data := randomBytes(2<<20+7, 7)
 	if err := os.WriteFile(src, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sess, err := checkpoint.Open(filepath.Join(dir, "checkpoints", "resume.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
+	sess := openSession(t, filepath.Join(dir, "checkpoints"), "resume.json")
 	const key = "objects/2026/01/z/resume.bin"
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	_, err = s.PutPath(ctx, key, src, sess, objects.PutOptions{Progress: func(objects.Progress) { cancel() }})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("PutPath cancelled from its progress = %v, want context.Canceled", err)
-	}
+	interrupt(t, r, key, src, sess)
 	wantNotFound(t, s, key)
 
 	var pr progressRecorder
-	in, err := s.PutPath(t.Context(), key, src, sess, objects.PutOptions{Progress: pr.record})
+	in, err := r.PutPathResumable(t.Context(), key, src, sess, objects.PutOptions{Progress: pr.record})
 	if err != nil {
-		t.Fatalf("PutPath after the cancelled one: %v", err)
+		t.Fatalf("PutPathResumable after the cancelled one: %v", err)
 	}
 	checkInfo(t, in, key, data)
 	wantContent(t, s, key, data)
 	pr.check(t, int64(len(data)))
 	if err := sess.Remove(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// interrupt runs a resumable upload and cancels it from its first
+// progress report.
+func interrupt(t *testing.T, r objects.Resumer, key, src string, sess *checkpoint.Session) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	_, err := r.PutPathResumable(ctx, key, src, sess, objects.PutOptions{Progress: func(objects.Progress) { cancel() }})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("PutPathResumable cancelled from its progress = %v, want context.Canceled", err)
+	}
+}
+
+// Uploads lists an interrupted upload of this stage, and only those;
+// Cancel gives it up, after which the same upload starts over.
+func testResumableUploadsCancel(t *testing.T, s objects.Store, r objects.Resumer) {
+	dir := t.TempDir()
+	cpDir := filepath.Join(dir, "checkpoints")
+	src := filepath.Join(dir, "cancel.bin")
+	data := randomBytes(2<<20+7, 9)
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const key = "objects/2026/01/c/cancel.bin"
+
+	if got, err := r.Uploads(t.Context(), filepath.Join(dir, "missing")); err != nil || len(got) != 0 {
+		t.Fatalf("Uploads of a missing dir = %+v, %v; want none", got, err)
+	}
+	sess, err := checkpoint.Open(filepath.Join(cpDir, "cancel.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	interrupt(t, r, key, src, sess)
+	cp, err := sess.Load()
+	if err != nil {
+		t.Fatalf("checkpoint of the interrupted upload: %v", err)
+	}
+	uploads := func() []checkpoint.Entry {
+		t.Helper()
+		got, err := r.Uploads(t.Context(), cpDir)
+		if err != nil {
+			t.Fatalf("Uploads: %v", err)
+		}
+		return got
+	}
+	if got := uploads(); len(got) != 1 || !got[0].Locked || got[0].Checkpoint == nil || got[0].Checkpoint.Binding != cp.Binding {
+		t.Fatalf("Uploads while the session is open = %+v, want the upload, locked", got)
+	}
+	if err := sess.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A checkpoint of another stage, and one that cannot be read, are not
+	// this stage's uploads; Cancel refuses the former.
+	other := *cp
+	other.Binding.Bucket += "-other"
+	otherSess := openSession(t, cpDir, "other.json")
+	if err := otherSess.Save(&other); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cpDir, "corrupt.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Cancel(t.Context(), &other); !errors.Is(err, checkpoint.ErrBindingMismatch) {
+		t.Fatalf("Cancel of another stage's upload = %v, want checkpoint.ErrBindingMismatch", err)
+	}
+	got := uploads()
+	if len(got) != 1 || got[0].Locked || got[0].Checkpoint == nil || got[0].Checkpoint.Binding != cp.Binding {
+		t.Fatalf("Uploads = %+v, want only the interrupted upload of this stage, not locked", got)
+	}
+
+	// What `lake uploads cancel` does: lock, load, cancel, remove.
+	sess = openSession(t, cpDir, "cancel.json")
+	if err := r.Cancel(t.Context(), cp); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	if err := r.Cancel(t.Context(), cp); err != nil {
+		t.Fatalf("Cancel of a cancelled upload: %v", err)
+	}
+	if err := sess.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	wantNotFound(t, s, key)
+	if got := uploads(); len(got) != 0 {
+		t.Fatalf("Uploads after Cancel = %+v, want none", got)
+	}
+
+	// The same put starts over and completes; its upload can no longer
+	// be cancelled.
+	var pr progressRecorder
+	in, err := r.PutPathResumable(t.Context(), key, src, sess, objects.PutOptions{Progress: pr.record})
+	if err != nil {
+		t.Fatalf("PutPathResumable after Cancel: %v", err)
+	}
+	checkInfo(t, in, key, data)
+	wantContent(t, s, key, data)
+	pr.check(t, int64(len(data)))
+	done, err := sess.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Cancel(t.Context(), done); err == nil {
+		t.Fatal("Cancel of a completed upload succeeded")
+	}
+	wantContent(t, s, key, data)
+}
+
+// Close releases the store; a second Close is not an error.
+func testClose(t *testing.T, s objects.Store) {
+	put(t, s, "k", []byte("v"))
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
 	}
 }
 
@@ -666,7 +809,7 @@ func testInvalidKeys(t *testing.T, s objects.Store) {
 		}
 		_, err := s.Put(ctx, key, bytes.NewReader([]byte("x")), objects.PutOptions{})
 		check("Put", err)
-		_, err = s.PutPath(ctx, key, src, nil, objects.PutOptions{})
+		_, err = s.PutPath(ctx, key, src, objects.PutOptions{})
 		check("PutPath", err)
 		check("PutIfAbsent", s.PutIfAbsent(ctx, key, []byte("x")))
 		rc, err := s.Open(ctx, key, 0, -1)

@@ -22,12 +22,16 @@
 // upload is aborted, so neither a partial object nor its parts remain —
 // except a resumable one.
 //
-// PutPath with a checkpoint session is resumable (DESIGN §7, resume.go):
-// a multipart upload whose checkpoint is saved before the first part and
-// after each one, checked against S3 (ListParts) and the file (every
+// The store is an objects.Resumer (DESIGN §7, resume.go): PutPathResumable
+// is a multipart upload whose checkpoint is saved before the first part
+// and after each one, checked against S3 (ListParts) and the file (every
 // finished part re-hashed) when resumed, and never aborted on failure, so
-// the next PutPath with the same session sends only the missing parts.
-// Store.Cancel aborts one for good (`lake uploads cancel`).
+// the next call with the same session sends only the missing parts.
+// Uploads lists a checkpoint directory's uploads to this stage, and Cancel
+// aborts one for good (`lake uploads cancel`).
+//
+// Close closes the store's HTTP connections, which the SDK would keep
+// idle for 90 s; the store is not used after it.
 //
 // PutIfAbsent is PutObject with If-None-Match: *; S3 answers 412 when the
 // key exists, which becomes objects.ErrExists. The store does not offer

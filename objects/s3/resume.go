@@ -22,7 +22,7 @@ import (
 	"github.com/lakedata/lake/objects/checkpoint"
 )
 
-// Resumable uploads (DESIGN §7). PutPath with a checkpoint session:
+// Resumable uploads (DESIGN §7), PutPathResumable:
 //
 //  1. No checkpoint: hash the whole file (its SHA-256 goes into the
 //     object's metadata, fixed at creation), CreateMultipartUpload, and save
@@ -75,7 +75,7 @@ var (
 	ErrUploadCompleted = errors.New("the upload already completed")
 )
 
-// putResumable is PutPath with a checkpoint session.
+// putResumable is PutPathResumable after the key's check.
 func (s *Store) putResumable(ctx context.Context, k, path string, sess *checkpoint.Session, opts objects.PutOptions) (objects.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return objects.Info{}, err
@@ -513,12 +513,32 @@ func (s *Store) completedInfo(ctx context.Context, cp *checkpoint.Checkpoint) (o
 	}, nil
 }
 
-// Cancel drops the multipart upload a checkpoint records (`lake uploads
-// cancel`), with its parts. The checkpoint must belong to this stage
-// (bucket and prefix; else checkpoint.ErrBindingMismatch); removing the
-// checkpoint file is the caller's part. An upload S3 no longer knows is
-// already cancelled — unless its object exists, in which case the upload
-// completed and Cancel fails with ErrUploadCompleted.
+// Uploads implements objects.Resumer: the checkpoints in dir whose upload
+// goes to this store's bucket and prefix.
+func (s *Store) Uploads(ctx context.Context, dir string) ([]checkpoint.Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	all, err := checkpoint.List(dir)
+	if err != nil {
+		return nil, fmt.Errorf("s3: uploads: %w", err)
+	}
+	var out []checkpoint.Entry
+	for _, e := range all {
+		if cp := e.Checkpoint; cp != nil && cp.Binding.Bucket == s.bucket && cp.Binding.Prefix == s.bindingPrefix() {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// Cancel implements objects.Resumer: it drops the multipart upload a
+// checkpoint records (`lake uploads cancel`), with its parts. The
+// checkpoint must belong to this stage (bucket and prefix; else
+// checkpoint.ErrBindingMismatch); removing the checkpoint file is the
+// caller's part. An upload S3 no longer knows is already cancelled —
+// unless its object exists, in which case the upload completed and Cancel
+// fails with ErrUploadCompleted.
 func (s *Store) Cancel(ctx context.Context, cp *checkpoint.Checkpoint) error {
 	if cp == nil {
 		return errors.New("s3: cancel: no checkpoint")

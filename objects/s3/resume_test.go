@@ -120,13 +120,13 @@ func (f *resumeFixture) open(t *testing.T) *checkpoint.Session {
 	return sess
 }
 
-// interrupt runs PutPath and cancels it once at least `parts` parts are
+// interrupt runs PutPathResumable and cancels it once at least `parts` parts are
 // recorded, returning the checkpoint it left.
 func (f *resumeFixture) interrupt(t *testing.T, key string, parts int) *checkpoint.Checkpoint {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	_, err := f.s.PutPath(ctx, key, f.path, f.sess, objects.PutOptions{
+	_, err := f.s.PutPathResumable(ctx, key, f.path, f.sess, objects.PutOptions{
 		ContentType: "application/x-test",
 		Progress: func(p objects.Progress) {
 			if p.Done >= min(int64(parts)*MinPartSize, p.Total) {
@@ -135,7 +135,7 @@ func (f *resumeFixture) interrupt(t *testing.T, key string, parts int) *checkpoi
 		},
 	})
 	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("interrupted PutPath = %v, want context.Canceled", err)
+		t.Fatalf("interrupted PutPathResumable = %v, want context.Canceled", err)
 	}
 	cp, err := f.sess.Load()
 	if err != nil {
@@ -193,12 +193,12 @@ func TestResumableUploadReusesCompletedParts(t *testing.T) {
 
 	f.proxy.Reset()
 	var last objects.Progress
-	in, err := f.s.PutPath(t.Context(), key, f.path, f.sess, objects.PutOptions{
+	in, err := f.s.PutPathResumable(t.Context(), key, f.path, f.sess, objects.PutOptions{
 		ContentType: "application/x-test",
 		Progress:    func(p objects.Progress) { last = p },
 	})
 	if err != nil {
-		t.Fatalf("resumed PutPath: %v", err)
+		t.Fatalf("resumed PutPathResumable: %v", err)
 	}
 	sent := f.proxy.Sent()
 	rest := int64(len(f.data)) - resumedBytes
@@ -225,11 +225,11 @@ func TestResumableUploadReusesCompletedParts(t *testing.T) {
 
 	// Once more: the completed upload is found by a HEAD, nothing is sent.
 	f.proxy.Reset()
-	if in, err := f.s.PutPath(t.Context(), key, f.path, f.sess, objects.PutOptions{}); err != nil || in.SHA256 != hexSHA(f.data) {
-		t.Fatalf("PutPath of a completed upload: %+v, %v", in, err)
+	if in, err := f.s.PutPathResumable(t.Context(), key, f.path, f.sess, objects.PutOptions{}); err != nil || in.SHA256 != hexSHA(f.data) {
+		t.Fatalf("PutPathResumable of a completed upload: %+v, %v", in, err)
 	}
 	if sent := f.proxy.Sent(); sent > 16<<10 {
-		t.Errorf("PutPath of a completed upload sent %d bytes", sent)
+		t.Errorf("PutPathResumable of a completed upload sent %d bytes", sent)
 	}
 }
 
@@ -277,9 +277,9 @@ func TestResumableUploadRejectsChangedSource(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rewrite(tc.data)
 			f.proxy.Reset()
-			_, err := f.s.PutPath(t.Context(), key, f.path, f.sess, objects.PutOptions{})
+			_, err := f.s.PutPathResumable(t.Context(), key, f.path, f.sess, objects.PutOptions{})
 			if !errors.Is(err, checkpoint.ErrSourceChanged) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("PutPath of a changed file = %v, want checkpoint.ErrSourceChanged (%s)", err, tc.want)
+				t.Fatalf("PutPathResumable of a changed file = %v, want checkpoint.ErrSourceChanged (%s)", err, tc.want)
 			}
 			if sent := f.proxy.Sent(); sent > tc.maxBytes {
 				t.Errorf("sent %d bytes, want at most %d", sent, tc.maxBytes)
@@ -306,9 +306,9 @@ func TestResumableUploadRejectsPartMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.proxy.Reset()
-	_, err := f.s.PutPath(t.Context(), key, f.path, f.sess, objects.PutOptions{})
+	_, err := f.s.PutPathResumable(t.Context(), key, f.path, f.sess, objects.PutOptions{})
 	if !errors.Is(err, ErrPartMismatch) || !strings.Contains(err.Error(), "part 1 has another ETag") {
-		t.Fatalf("PutPath with a tampered ETag = %v, want ErrPartMismatch", err)
+		t.Fatalf("PutPathResumable with a tampered ETag = %v, want ErrPartMismatch", err)
 	}
 	if sent := f.proxy.Sent(); sent > 16<<10 {
 		t.Errorf("sent %d bytes, want no part", sent)
@@ -322,8 +322,8 @@ func TestResumableUploadRejectsPartMismatch(t *testing.T) {
 	if err := f.sess.Save(&forgot); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.PutPath(t.Context(), key, f.path, f.sess, objects.PutOptions{}); err != nil {
-		t.Fatalf("PutPath with a part S3 has and the checkpoint lacks: %v", err)
+	if _, err := f.s.PutPathResumable(t.Context(), key, f.path, f.sess, objects.PutOptions{}); err != nil {
+		t.Fatalf("PutPathResumable with a part S3 has and the checkpoint lacks: %v", err)
 	}
 	f.wantContent(t, key)
 	wantNoUploads(t, f.direct, f.bucket)
@@ -336,7 +336,7 @@ func TestResumableUploadAdoptsCompletedObject(t *testing.T) {
 	f := newResumeFixture(t, 12<<20, 24, 2)
 	const key = "objects/adopt/big.bin"
 	before := f.interrupt(t, key, 3) // every part recorded, not completed
-	in, err := f.s.PutPath(t.Context(), key, f.path, f.sess, objects.PutOptions{})
+	in, err := f.s.PutPathResumable(t.Context(), key, f.path, f.sess, objects.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,9 +344,9 @@ func TestResumableUploadAdoptsCompletedObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.proxy.Reset()
-	again, err := f.s.PutPath(t.Context(), key, f.path, f.sess, objects.PutOptions{})
+	again, err := f.s.PutPathResumable(t.Context(), key, f.path, f.sess, objects.PutOptions{})
 	if err != nil {
-		t.Fatalf("PutPath after Complete without its checkpoint: %v", err)
+		t.Fatalf("PutPathResumable after Complete without its checkpoint: %v", err)
 	}
 	if again.SHA256 != in.SHA256 || again.Size != in.Size || again.ETag != in.ETag {
 		t.Errorf("adopted %+v, uploaded %+v", again, in)
@@ -383,8 +383,8 @@ func TestResumableUploadAdoptsCompletedObject(t *testing.T) {
 	if _, err := f2.s.Put(t.Context(), key2, strings.NewReader("something else"), objects.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f2.s.PutPath(t.Context(), key2, f2.path, f2.sess, objects.PutOptions{}); !errors.Is(err, ErrObjectMismatch) {
-		t.Fatalf("PutPath over another object = %v, want ErrObjectMismatch", err)
+	if _, err := f2.s.PutPathResumable(t.Context(), key2, f2.path, f2.sess, objects.PutOptions{}); !errors.Is(err, ErrObjectMismatch) {
+		t.Fatalf("PutPathResumable over another object = %v, want ErrObjectMismatch", err)
 	}
 }
 
@@ -416,9 +416,9 @@ func TestCancelResumableUploadAbortsAndRemovesCheckpoint(t *testing.T) {
 	f.wantNoObject(t, key)
 
 	// A resume of the cancelled upload says what to do.
-	_, err = f.s.PutPath(t.Context(), key, f.path, sess, objects.PutOptions{})
+	_, err = f.s.PutPathResumable(t.Context(), key, f.path, sess, objects.PutOptions{})
 	if !errors.Is(err, ErrUploadGone) || !strings.Contains(err.Error(), "lake uploads cancel") {
-		t.Fatalf("PutPath of a cancelled upload = %v, want ErrUploadGone", err)
+		t.Fatalf("PutPathResumable of a cancelled upload = %v, want ErrUploadGone", err)
 	}
 	if err := sess.Remove(); err != nil {
 		t.Fatal(err)
@@ -429,7 +429,7 @@ func TestCancelResumableUploadAbortsAndRemovesCheckpoint(t *testing.T) {
 
 	// With the checkpoint gone the file uploads afresh; cancelling the
 	// completed upload then fails: its object exists.
-	if _, err := f.s.PutPath(t.Context(), key, f.path, sess, objects.PutOptions{}); err != nil {
+	if _, err := f.s.PutPathResumable(t.Context(), key, f.path, sess, objects.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.wantContent(t, key)
@@ -462,9 +462,9 @@ func TestFileChangedAfterHashingIsRefused(t *testing.T) {
 	}
 	t.Cleanup(func() { afterHash = nil })
 	key := "objects/changed/big.bin"
-	_, err := f.s.PutPath(context.Background(), key, f.path, f.sess, objects.PutOptions{})
+	_, err := f.s.PutPathResumable(context.Background(), key, f.path, f.sess, objects.PutOptions{})
 	if !errors.Is(err, checkpoint.ErrSourceChanged) {
-		t.Fatalf("PutPath of a file changed after hashing: %v, want ErrSourceChanged", err)
+		t.Fatalf("PutPathResumable of a file changed after hashing: %v, want ErrSourceChanged", err)
 	}
 	f.wantNoObject(t, key)
 }

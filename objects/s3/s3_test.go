@@ -49,7 +49,59 @@ func newStore(t *testing.T, edit func(*Config)) (*Store, *s3test.Server, string)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s, srv, bucket
+}
+
+// The store offers resumable uploads, found by the capability's interface.
+func TestResumer(t *testing.T) {
+	var s objects.Store
+	s, _, _ = newStore(t, nil)
+	if _, ok := s.(objects.Resumer); !ok {
+		t.Fatal("the S3 store is no objects.Resumer")
+	}
+}
+
+// Close closes the connections the store opened, the one under an open
+// reader included (versitygw keeps no idle ones: it answers with
+// Connection: close), makes later requests fail without a retry, and may
+// run twice.
+func TestClose(t *testing.T) {
+	s, _, _ := newStore(t, nil)
+	data := randomBytes(1<<20, 3)
+	if _, err := s.Put(t.Context(), "k", bytes.NewReader(data), objects.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := s.Open(t.Context(), "k", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := io.ReadFull(rc, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if s.conns.count() == 0 {
+		t.Fatal("no connection tracked under an open reader")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if n := s.conns.count(); n != 0 {
+		t.Errorf("%d connections open after Close", n)
+	}
+	if rest, err := io.ReadAll(rc); err == nil {
+		t.Errorf("the reader went on after Close: %d more bytes", len(rest))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	start := time.Now()
+	if _, err := s.Stat(t.Context(), "k"); !errors.Is(err, errClosed) {
+		t.Errorf("Stat after Close = %v, want errClosed", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Stat after Close took %v: retried", d)
+	}
 }
 
 func TestConformance(t *testing.T) {
@@ -144,7 +196,7 @@ func TestMultipart(t *testing.T) {
 			return s.Put(ctx, key, &chunkReader{data: data, chunk: 100_003}, objects.PutOptions{ContentType: "video/mp4"})
 		}, false},
 		{"PutPath", func(key string) (objects.Info, error) {
-			return s.PutPath(ctx, key, src, nil, objects.PutOptions{ContentType: "video/mp4"})
+			return s.PutPath(ctx, key, src, objects.PutOptions{ContentType: "video/mp4"})
 		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

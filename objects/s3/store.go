@@ -53,7 +53,8 @@ const (
 )
 
 var (
-	_ objects.Store = (*Store)(nil)
+	_ objects.Store   = (*Store)(nil)
+	_ objects.Resumer = (*Store)(nil)
 )
 
 var smallPool = sync.Pool{New: func() any {
@@ -71,6 +72,7 @@ type Store struct {
 	concurrency int
 	logger      *slog.Logger
 	parts       sync.Pool // *[]byte of partSize
+	conns       *conns    // the client's connections, for Close
 }
 
 // Open builds a store from cfg, with credentials and, unless cfg.Region is
@@ -98,13 +100,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	tracked := &conns{}
 	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.UsePathStyle = cfg.PathStyle
 		o.Logger = sdkLogger(logger)
-	})
+	}, tracked.install)
 	s := &Store{
 		client:      client,
 		bucket:      cfg.Bucket,
@@ -112,6 +115,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		partSize:    cfg.PartSize,
 		concurrency: cfg.Concurrency,
 		logger:      logger.With("stage", "s3://"+strings.TrimSuffix(cfg.Bucket+"/"+cfg.Prefix, "/")),
+		conns:       tracked,
 	}
 	if cfg.Prefix != "" {
 		s.prefix = cfg.Prefix + "/"
@@ -135,6 +139,16 @@ func sdkLogger(logger *slog.Logger) logging.Logger {
 		}
 		logger.Debug(fmt.Sprintf(format, v...), "level", string(c))
 	})
+}
+
+// Close implements objects.Store: it closes the store's HTTP connections to
+// the service, idle or busy (a request or reader still using one fails),
+// and makes every later request fail at once. An S3 store holds nothing
+// else: no file, lock or session on the service. A second Close does
+// nothing.
+func (s *Store) Close() error {
+	s.conns.close()
+	return nil
 }
 
 // Region returns the region the store signs requests for.
@@ -222,24 +236,35 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts objects.P
 // PutPath implements objects.Store. It reads the file twice: once to hash
 // it, so the object's metadata carries its SHA-256 from the first request,
 // and once to upload it; the upload fails if the bytes changed in between.
-//
-// With a checkpoint session cp the upload is resumable (see resume.go and
-// DESIGN §7): always a multipart upload, recorded in the checkpoint before
-// its first part and after every part, and neither aborted on failure nor
-// cancellation (an empty file, which has nothing to resume, is one
-// PutObject and leaves no checkpoint). Without a session, an interrupted
-// upload is aborted and starts over next time.
-func (s *Store) PutPath(ctx context.Context, key, path string, cp *checkpoint.Session, opts objects.PutOptions) (objects.Info, error) {
+// An interrupted upload is aborted and starts over next time; see
+// PutPathResumable for one that is not.
+func (s *Store) PutPath(ctx context.Context, key, path string, opts objects.PutOptions) (objects.Info, error) {
 	k, err := s.objectKey(key)
 	if err != nil {
 		return objects.Info{}, fmt.Errorf("s3: put: %w", err)
 	}
-	var in objects.Info
-	if cp != nil {
-		in, err = s.putResumable(ctx, k, path, cp, opts)
-	} else {
-		in, err = s.putPath(ctx, k, path, opts)
+	in, err := s.putPath(ctx, k, path, opts)
+	if err != nil {
+		return objects.Info{}, fail(ctx, "put", key, err)
 	}
+	in.Key = key
+	return in, nil
+}
+
+// PutPathResumable implements objects.Resumer (see resume.go and DESIGN
+// §7): always a multipart upload, recorded in the checkpoint session cp
+// before its first part and after every part, and neither aborted on
+// failure nor cancellation. An empty file, which has nothing to resume, is
+// one PutObject and leaves no checkpoint.
+func (s *Store) PutPathResumable(ctx context.Context, key, path string, cp *checkpoint.Session, opts objects.PutOptions) (objects.Info, error) {
+	k, err := s.objectKey(key)
+	if err != nil {
+		return objects.Info{}, fmt.Errorf("s3: put: %w", err)
+	}
+	if cp == nil {
+		return objects.Info{}, fmt.Errorf("s3: put %s: a resumable upload needs a checkpoint session", key)
+	}
+	in, err := s.putResumable(ctx, k, path, cp, opts)
 	if err != nil {
 		return objects.Info{}, fail(ctx, "put", key, err)
 	}

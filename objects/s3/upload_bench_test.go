@@ -57,9 +57,9 @@ var uploadExtras struct {
 // BenchmarkUpload2GiB uploads one file of random bytes to versitygw on
 // loopback, alternating in each iteration between
 //
-//	lake:    Store.PutPath with a checkpoint session (resumable: the whole
-//	         file hashed first, per-part SHA-256 checksums, default part
-//	         size and concurrency);
+//	lake:    Store.PutPathResumable (the whole file hashed first,
+//	         per-part SHA-256 checksums, default part size and
+//	         concurrency);
 //	lake<N>: the same with N MiB parts, for each other size of
 //	         benchLakePartSizes;
 //	tmdef:   the AWS transfer manager with its defaults;
@@ -120,7 +120,7 @@ func BenchmarkUpload2GiB(b *testing.B) {
 				return err
 			}
 			defer sess.Close()
-			in, err := store.PutPath(ctx, key, file, sess, objects.PutOptions{})
+			in, err := store.PutPathResumable(ctx, key, file, sess, objects.PutOptions{})
 			if err != nil {
 				return err
 			}
@@ -261,7 +261,7 @@ func measureResume(b *testing.B, srv *s3test.Server, bucket, file string, size i
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var sentAtCancel int64
-	_, err = store.PutPath(ctx, "resume", file, sess, objects.PutOptions{Progress: func(p objects.Progress) {
+	_, err = store.PutPathResumable(ctx, "resume", file, sess, objects.PutOptions{Progress: func(p objects.Progress) {
 		if p.Done >= size/2 && ctx.Err() == nil {
 			sentAtCancel = px.Sent()
 			cancel()
@@ -288,7 +288,7 @@ func measureResume(b *testing.B, srv *s3test.Server, bucket, file string, size i
 		resumedParts, sent int
 	)
 	start := time.Now()
-	in, err := store.PutPath(context.Background(), "resume", file, sess, objects.PutOptions{Progress: func(p objects.Progress) {
+	in, err := store.PutPathResumable(context.Background(), "resume", file, sess, objects.PutOptions{Progress: func(p objects.Progress) {
 		now := time.Now() // reports are serialized by the tracker
 		delta := p.Done - last
 		last = p.Done
@@ -385,7 +385,7 @@ func measureRSS(b *testing.B, srv *s3test.Server, bucket, file string, m map[str
 }
 
 // TestUploadBenchRSSChild is the fresh process of measureRSS: one lake
-// upload (PutPath with a checkpoint session, default configuration), with
+// upload (PutPathResumable, default configuration), with
 // getrusage(RUSAGE_SELF).Maxrss read before and after. It does nothing
 // unless BenchmarkUpload2GiB started it.
 func TestUploadBenchRSSChild(t *testing.T) {
@@ -406,7 +406,7 @@ func TestUploadBenchRSSChild(t *testing.T) {
 	defer sess.Close()
 	runtime.GC()
 	before := maxRSSKiB(t)
-	if _, err := store.PutPath(ctx, "rss", os.Getenv(envRSSFile), sess, objects.PutOptions{}); err != nil {
+	if _, err := store.PutPathResumable(ctx, "rss", os.Getenv(envRSSFile), sess, objects.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	after := maxRSSKiB(t)
