@@ -17,6 +17,7 @@ import (
 
 	"github.com/lakedata/lake/internal/failpoint"
 	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/objects/layout"
 	"github.com/lakedata/lake/roles/meta/cluster"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
@@ -356,7 +357,7 @@ func (s *Service) commitOnce(ctx context.Context, t *table, commit []*appendReq)
 	if err != nil {
 		return 0, fmt.Errorf("meta: encode parquet: %w", err)
 	}
-	key := newDataKey(t.id)
+	key := layout.NewDataKey(t.id)
 	rec.Files = []dataFile{{Key: key, Rows: rec.Rows, Size: int64(len(data))}}
 	raw, err := json.Marshal(rec)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/roles/meta/cluster"
+	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
 
@@ -61,7 +62,7 @@ func DefaultConfig() Config {
 	return Config{
 		Listen:           "127.0.0.1:50052",
 		DataDir:          "./lake-data",
-		MaxAppendBytes:   256 << 20,
+		MaxAppendBytes:   wire.MaxAppendBytes,
 		MaxGroupRequests: 512,
 		ForwardTimeout:   10 * time.Second,
 		VerifyRate:       DefaultVerifyRate,

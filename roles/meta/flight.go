@@ -35,7 +35,7 @@ func (s *Service) listen(addr string) error {
 func (s *Service) serve() {
 	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes)}, s.cfg.ServerOptions...)
 	s.grpc = grpc.NewServer(opts...)
-	flightgen.RegisterFlightServiceServer(s.grpc, &flightService{svc: s})
+	flightgen.RegisterFlightServiceServer(s.grpc, &flightService{svc: s, handlers: s.actionHandlers()})
 	go func() {
 		if err := s.grpc.Serve(s.lis); err != nil {
 			s.log.Error("flight server stopped", "err", err)
@@ -51,7 +51,8 @@ func (s *Service) serve() {
 // appends, DoAction for table operations. Everything else is Unimplemented.
 type flightService struct {
 	flight.BaseFlightServer
-	svc *Service
+	svc      *Service
+	handlers map[string]actionHandler
 }
 
 // firstMessage replays the already-received first message of a stream to
@@ -157,92 +158,153 @@ func (f *flightService) readAppend(ctx context.Context, stream flight.FlightServ
 	return f.svc.Append(ctx, cmd, recs)
 }
 
-var actionTypes = []*flight.ActionType{
-	{Type: wire.ActionCreateTable, Description: "Create a table (CreateTableRequest → TableInfo)."},
-	{Type: wire.ActionListTables, Description: "List tables (ListTablesRequest → TableList)."},
-	{Type: wire.ActionDescribeTable, Description: "Describe a table (DescribeTableRequest → TableInfo)."},
-	{Type: wire.ActionHistory, Description: "A table's versions, newest first (HistoryRequest → History)."},
-	{Type: wire.ActionSnapshot, Description: "The data files of a table version (SnapshotRequest → Snapshot)."},
-	{Type: wire.ActionDiscover, Description: "Where clients upload file bytes (DiscoverRequest → StageDescriptor)."},
-	{Type: wire.ActionStatus, Description: "The metadata cluster: leader, members, lag (StatusRequest → ClusterStatus)."},
-	{Type: wire.ActionVerify, Description: "Check a table's objects against their rows' size and sha256, a few seconds per call (VerifyRequest → VerifyResult stream)."},
-}
-
 func (f *flightService) ListActions(_ *flight.Empty, stream flight.FlightService_ListActionsServer) error {
-	for _, a := range actionTypes {
-		if err := stream.Send(a); err != nil {
+	for _, a := range wire.Actions() {
+		if err := stream.Send(&flight.ActionType{Type: a.Name, Description: a.Summary()}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// DoAction answers the actions of wire.Actions with the handlers of
+// actionHandlers; a follower passes a mutation to the leader instead
+// (forwardAction). An action outside the table is InvalidArgument.
 func (f *flightService) DoAction(action *flight.Action, stream flight.FlightService_DoActionServer) error {
-	if action.GetType() == wire.ActionVerify {
-		return statusErr(f.doVerify(action, stream)) // a stream of results, not one
-	}
-	res, err := f.doAction(stream.Context(), action)
-	if err != nil {
-		return statusErr(err)
-	}
-	body, err := proto.Marshal(res)
-	if err != nil {
-		return statusErr(err)
-	}
-	return stream.Send(&flight.Result{Body: body})
+	return statusErr(f.doAction(stream.Context(), action, stream))
 }
 
-func (f *flightService) doAction(ctx context.Context, action *flight.Action) (proto.Message, error) {
-	svc := f.svc
-	switch action.GetType() {
-	case wire.ActionCreateTable:
-		var req lakepb.CreateTableRequest
-		if err := decodeBody(action, &req); err != nil {
-			return nil, err
-		}
-		schema, err := wire.DecodeSchema(req.GetSchema())
-		if err != nil {
-			return nil, err
-		}
-		return svc.CreateTable(ctx, req.GetName(), schema, req.GetIfNotExists())
-	case wire.ActionListTables:
-		var req lakepb.ListTablesRequest
-		if err := decodeBody(action, &req); err != nil {
-			return nil, err
-		}
-		return &lakepb.TableList{Tables: svc.ListTables(ctx)}, nil
-	case wire.ActionDescribeTable:
-		var req lakepb.DescribeTableRequest
-		if err := decodeBody(action, &req); err != nil {
-			return nil, err
-		}
-		return svc.DescribeTable(ctx, req.GetName(), req.MinVersion)
-	case wire.ActionHistory:
-		var req lakepb.HistoryRequest
-		if err := decodeBody(action, &req); err != nil {
-			return nil, err
-		}
-		return svc.History(ctx, req.GetName(), req.GetLimit())
-	case wire.ActionDiscover:
-		var req lakepb.DiscoverRequest
-		if err := decodeBody(action, &req); err != nil {
-			return nil, err
-		}
-		return svc.cfg.Discover, nil
-	case wire.ActionStatus:
-		var req lakepb.StatusRequest
-		if err := decodeBody(action, &req); err != nil {
-			return nil, err
-		}
-		return svc.Status(ctx), nil
-	case wire.ActionSnapshot:
-		var req lakepb.SnapshotRequest
-		if err := decodeBody(action, &req); err != nil {
-			return nil, err
-		}
-		return svc.Snapshot(ctx, req.GetName(), req.Version, req.MinVersion)
+func (f *flightService) doAction(ctx context.Context, action *flight.Action, stream flight.FlightService_DoActionServer) error {
+	spec, ok := wire.LookupAction(action.GetType())
+	h, handled := f.handlers[action.GetType()]
+	if !ok || !handled {
+		return fmt.Errorf("%w: action %q", wire.ErrUnknownCommand, action.GetType())
 	}
-	return nil, fmt.Errorf("%w: action %q", wire.ErrUnknownCommand, action.GetType())
+	// Decoded here even when forwarded, so a malformed body costs no hop.
+	req := spec.Request.New().Interface()
+	if err := decodeBody(action, req); err != nil {
+		return err
+	}
+	if h.check != nil {
+		if err := h.check(req); err != nil {
+			return err
+		}
+	}
+	if spec.Mutates && !f.svc.canCommit() {
+		return f.svc.forwardAction(ctx, action, stream.Send, func() {
+			if h.afterForward != nil {
+				h.afterForward(ctx, req)
+			}
+		})
+	}
+	return h.serve(ctx, req, func(m proto.Message) error {
+		body, err := proto.Marshal(m)
+		if err != nil {
+			return err
+		}
+		return stream.Send(&flight.Result{Body: body})
+	})
+}
+
+// actionHandler answers one action of wire.Actions.
+type actionHandler struct {
+	// serve answers a decoded request (of the table's Request type),
+	// passing each result to send.
+	serve func(ctx context.Context, req proto.Message, send func(proto.Message) error) error
+	// check, when set, refuses a bad request on the node that got it,
+	// also on a follower before forwarding, so a bad request is
+	// InvalidArgument even while no leader is known.
+	check func(req proto.Message) error
+	// afterForward, when set, runs on a follower after the leader has
+	// answered the forwarded mutation req, before the caller hears of it.
+	afterForward func(ctx context.Context, req proto.Message)
+}
+
+// actionHandlers is the metadata service's half of the action table: one
+// handler per entry of wire.Actions (TestActionHandlersMatchTable).
+func (s *Service) actionHandlers() map[string]actionHandler {
+	return map[string]actionHandler{
+		wire.ActionCreateTable: {
+			serve: unary(func(ctx context.Context, req *lakepb.CreateTableRequest) (*lakepb.TableInfo, error) {
+				schema, err := wire.DecodeSchema(req.GetSchema())
+				if err != nil {
+					return nil, err
+				}
+				return s.CreateTable(ctx, req.GetName(), schema, req.GetIfNotExists())
+			}),
+			check: checked(func(req *lakepb.CreateTableRequest) error {
+				if err := wire.ValidateTableName(req.GetName()); err != nil {
+					return err
+				}
+				schema, err := wire.DecodeSchema(req.GetSchema())
+				if err != nil {
+					return err
+				}
+				return wire.ValidateSchema(schema)
+			}),
+			afterForward: func(ctx context.Context, req proto.Message) {
+				if r, ok := req.(*lakepb.CreateTableRequest); ok {
+					s.loadCreated(ctx, r.GetName())
+				}
+			},
+		},
+		wire.ActionListTables: {serve: unary(func(ctx context.Context, _ *lakepb.ListTablesRequest) (*lakepb.TableList, error) {
+			return &lakepb.TableList{Tables: s.ListTables(ctx)}, nil
+		})},
+		wire.ActionDescribeTable: {serve: unary(func(ctx context.Context, req *lakepb.DescribeTableRequest) (*lakepb.TableInfo, error) {
+			return s.DescribeTable(ctx, req.GetName(), req.MinVersion)
+		})},
+		wire.ActionHistory: {serve: unary(func(ctx context.Context, req *lakepb.HistoryRequest) (*lakepb.History, error) {
+			return s.History(ctx, req.GetName(), req.GetLimit())
+		})},
+		wire.ActionSnapshot: {serve: unary(func(ctx context.Context, req *lakepb.SnapshotRequest) (*lakepb.Snapshot, error) {
+			return s.Snapshot(ctx, req.GetName(), req.Version, req.MinVersion)
+		})},
+		wire.ActionDiscover: {serve: unary(func(context.Context, *lakepb.DiscoverRequest) (*lakepb.StageDescriptor, error) {
+			return s.cfg.Discover, nil
+		})},
+		wire.ActionStatus: {serve: unary(func(ctx context.Context, _ *lakepb.StatusRequest) (*lakepb.ClusterStatus, error) {
+			return s.Status(ctx), nil
+		})},
+		wire.ActionVerify: {serve: streamed(s.Verify)},
+	}
+}
+
+// unary adapts a handler with exactly one result.
+func unary[Req, Res proto.Message](fn func(context.Context, Req) (Res, error)) func(context.Context, proto.Message, func(proto.Message) error) error {
+	return func(ctx context.Context, req proto.Message, send func(proto.Message) error) error {
+		r, ok := req.(Req)
+		if !ok {
+			return fmt.Errorf("meta: the handler takes %T, the action table gives %T", r, req)
+		}
+		res, err := fn(ctx, r)
+		if err != nil {
+			return err
+		}
+		return send(res)
+	}
+}
+
+// streamed adapts a handler that sends its results itself.
+func streamed[Req, Res proto.Message](fn func(context.Context, Req, func(Res) error) error) func(context.Context, proto.Message, func(proto.Message) error) error {
+	return func(ctx context.Context, req proto.Message, send func(proto.Message) error) error {
+		r, ok := req.(Req)
+		if !ok {
+			return fmt.Errorf("meta: the handler takes %T, the action table gives %T", r, req)
+		}
+		return fn(ctx, r, func(res Res) error { return send(res) })
+	}
+}
+
+// checked adapts a request check.
+func checked[Req proto.Message](fn func(Req) error) func(proto.Message) error {
+	return func(req proto.Message) error {
+		r, ok := req.(Req)
+		if !ok {
+			return fmt.Errorf("meta: the check takes %T, the action table gives %T", r, req)
+		}
+		return fn(r)
+	}
 }
 
 func decodeBody(action *flight.Action, m proto.Message) error {

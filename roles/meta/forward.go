@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -95,10 +96,50 @@ func (s *Service) forwardCreate(ctx context.Context, name string, schema *arrow.
 	if err := flightrpc.Action(fctx, fc, wire.ActionCreateTable, req, &info); err != nil {
 		return nil, forwardErr(err)
 	}
+	s.loadCreated(ctx, name)
+	return &info, nil
+}
+
+// loadCreated loads a table the leader created for a caller of this
+// follower, so that caller's next read here finds it.
+func (s *Service) loadCreated(ctx context.Context, name string) {
 	if _, err := s.ensureTable(ctx, name); err != nil {
 		s.log.Warn("load a table the leader created", "table", name, "err", err)
 	}
-	return &info, nil
+}
+
+// forwardAction passes a mutating action to the leader unchanged (the
+// table's Mutates, wire.Actions) and the leader's results to send. after
+// runs once the leader has answered and before the caller hears of it, so
+// a follower can first catch up with what the leader just did.
+func (s *Service) forwardAction(ctx context.Context, action *flight.Action, send func(*flight.Result) error, after func()) error {
+	fc, fctx, cancel, err := s.leaderClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	stream, err := fc.DoAction(fctx, action)
+	if err != nil {
+		return forwardErr(err)
+	}
+	var results []*flight.Result
+	for {
+		r, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return forwardErr(err)
+		}
+		results = append(results, r)
+	}
+	after()
+	for _, r := range results {
+		if err := send(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // forwardErr keeps the leader's status; a leader that cannot be reached

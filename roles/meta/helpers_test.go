@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"google.golang.org/grpc"
 
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/internal/wiretest"
@@ -39,6 +40,8 @@ type fixture struct {
 	// etcd, when set, makes the node a cluster member listening on listen.
 	etcd   string
 	listen string
+
+	opts []grpc.ServerOption // extra server options (interceptors)
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -70,6 +73,7 @@ func (f *fixture) config() Config {
 		cfg.Stage = f.wrap(f.stage)
 	}
 	cfg.StageURI = "file://" + f.stage.Dir()
+	cfg.ServerOptions = f.opts
 	if f.etcd != "" {
 		cfg.Listen = f.listen
 		ec := cluster.DefaultEtcdConfig()

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lakedata/lake/internal/wiretest"
+	"github.com/lakedata/lake/objects/layout"
 	"github.com/lakedata/lake/wire"
 )
 
@@ -56,7 +57,7 @@ func TestStartCatchesUpFromTheLog(t *testing.T) {
 	}
 	f.stop()
 	ctx := context.Background()
-	key := newDataKey(info.Id)
+	key := layout.NewDataKey(info.Id)
 	if err := f.stage.PutIfAbsent(ctx, key, data); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/lakedata/lake/internal/failpoint"
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/objects/layout"
 	"github.com/lakedata/lake/roles/meta/cluster"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
@@ -382,7 +383,7 @@ func (s *Service) CreateTable(ctx context.Context, name string, schema *arrow.Sc
 	err = s.stage.putCatalog(ctx, catalogEntry{Format: recordFormat, Name: name, TableID: id, CreatedAt: now})
 	if errors.Is(err, objects.ErrExists) {
 		s.log.Info("another node created the table first", "table", name)
-		_ = s.store.Delete(ctx, logKey(id, 0)) // our orphan; harmless if it stays
+		_ = s.store.Delete(ctx, layout.LogKey(id, 0)) // our orphan; harmless if it stays
 		t, lerr := s.loadFromStage(ctx, name)
 		if lerr != nil {
 			return nil, lerr

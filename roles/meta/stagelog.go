@@ -5,32 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/lakedata/lake/objects"
-	"github.com/lakedata/lake/wire"
+	"github.com/lakedata/lake/objects/layout"
 	"github.com/lakedata/lake/wire/lakepb"
 )
 
-// Stage layout of the metadata (DESIGN §2).
-const (
-	catalogPrefix = "_lake/catalog/"
-	tablesPrefix  = "_lake/tables/"
-	recordFormat  = 1
-)
-
-func catalogKey(name string) string { return catalogPrefix + name + ".json" }
-
-func logKey(tableID string, version int64) string {
-	return fmt.Sprintf("%s%s/log/%020d.json", tablesPrefix, tableID, version)
-}
-
-func newDataKey(tableID string) string {
-	return tablesPrefix + tableID + "/data/" + uuid.Must(uuid.NewV7()).String() + ".parquet"
-}
+// recordFormat is the format of catalog entries and log records; their
+// keys are objects/layout's (DESIGN §2).
+const recordFormat = 1
 
 // catalogEntry is _lake/catalog/<name>.json: the commit point of a table's
 // creation. Put-if-absent makes exactly one of racing creators win.
@@ -121,7 +105,7 @@ func (l stageLog) putRecord(ctx context.Context, r *logRecord) ([]byte, error) {
 // fsync'd write instead of two in a row; it is published only after write
 // returns, so no visible record ever points to a missing data file.
 func (l stageLog) putRecordAfter(ctx context.Context, r *logRecord, raw []byte, write func() error) error {
-	key := logKey(r.TableID, r.Version)
+	key := layout.LogKey(r.TableID, r.Version)
 	p, ok := l.store.(objects.Preparer)
 	if !ok {
 		if err := write(); err != nil {
@@ -153,7 +137,7 @@ func (l stageLog) putRecordAfter(ctx context.Context, r *logRecord, raw []byte, 
 // readRecord returns the raw and decoded record of a version, or
 // objects.ErrNotFound when the log ends before it.
 func (l stageLog) readRecord(ctx context.Context, tableID string, version int64) ([]byte, *logRecord, error) {
-	b, err := objects.ReadAll(ctx, l.store, logKey(tableID, version))
+	b, err := objects.ReadAll(ctx, l.store, layout.LogKey(tableID, version))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -164,10 +148,10 @@ func (l stageLog) readRecord(ctx context.Context, tableID string, version int64)
 func decodeRecord(b []byte, tableID string, version int64) (*logRecord, error) {
 	var r logRecord
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("meta: corrupt log record %s: %w", logKey(tableID, version), err)
+		return nil, fmt.Errorf("meta: corrupt log record %s: %w", layout.LogKey(tableID, version), err)
 	}
 	if err := r.validate(tableID, version); err != nil {
-		return nil, fmt.Errorf("meta: bad log record %s: %w", logKey(tableID, version), err)
+		return nil, fmt.Errorf("meta: bad log record %s: %w", layout.LogKey(tableID, version), err)
 	}
 	return &r, nil
 }
@@ -177,20 +161,20 @@ func (l stageLog) putCatalog(ctx context.Context, e catalogEntry) error {
 	if err != nil {
 		return err
 	}
-	return l.store.PutIfAbsent(ctx, catalogKey(e.Name), b)
+	return l.store.PutIfAbsent(ctx, layout.CatalogKey(e.Name), b)
 }
 
 func (l stageLog) readCatalog(ctx context.Context, name string) (catalogEntry, error) {
-	b, err := objects.ReadAll(ctx, l.store, catalogKey(name))
+	b, err := objects.ReadAll(ctx, l.store, layout.CatalogKey(name))
 	if err != nil {
 		return catalogEntry{}, err
 	}
 	var e catalogEntry
 	if err := json.Unmarshal(b, &e); err != nil {
-		return catalogEntry{}, fmt.Errorf("meta: corrupt catalog entry %s: %w", catalogKey(name), err)
+		return catalogEntry{}, fmt.Errorf("meta: corrupt catalog entry %s: %w", layout.CatalogKey(name), err)
 	}
 	if e.Format != recordFormat || e.Name != name || e.TableID == "" {
-		return catalogEntry{}, fmt.Errorf("meta: bad catalog entry %s", catalogKey(name))
+		return catalogEntry{}, fmt.Errorf("meta: bad catalog entry %s", layout.CatalogKey(name))
 	}
 	return e, nil
 }
@@ -198,15 +182,15 @@ func (l stageLog) readCatalog(ctx context.Context, name string) (catalogEntry, e
 // catalogNames lists the table names in the stage catalog.
 func (l stageLog) catalogNames(ctx context.Context) ([]string, error) {
 	var names []string
-	for info, err := range l.store.List(ctx, catalogPrefix) {
+	for info, err := range l.store.List(ctx, layout.CatalogPrefix) {
 		if err != nil {
 			return nil, err
 		}
-		name, ok := strings.CutSuffix(strings.TrimPrefix(info.Key, catalogPrefix), ".json")
-		if !ok || wire.ValidateTableName(name) != nil {
+		k, err := layout.Parse(info.Key)
+		if err != nil || k.Kind != layout.KindCatalog {
 			continue // not ours; never fail a rebuild over a stray file
 		}
-		names = append(names, name)
+		names = append(names, k.Name)
 	}
 	return names, nil
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -514,19 +513,4 @@ func decodeVerifyCursor(raw []byte) (*lakepb.VerifyCursor, error) {
 		return bad("the partial hash state does not decode")
 	}
 	return &c, nil
-}
-
-// doVerify answers lake.table.verify, one Result per VerifyResult.
-func (f *flightService) doVerify(action *flight.Action, stream flight.FlightService_DoActionServer) error {
-	var req lakepb.VerifyRequest
-	if err := decodeBody(action, &req); err != nil {
-		return err
-	}
-	return f.svc.Verify(stream.Context(), &req, func(r *lakepb.VerifyResult) error {
-		body, err := proto.Marshal(r)
-		if err != nil {
-			return err
-		}
-		return stream.Send(&flight.Result{Body: body})
-	})
 }

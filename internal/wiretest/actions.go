@@ -1,0 +1,34 @@
+package wiretest
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lakedata/lake/wire"
+	"github.com/lakedata/lake/wire/lakepb"
+)
+
+// ActionRequest returns a valid request of the action called name on a
+// node that knows the table called table; a create makes the table called
+// fresh. It is nil for an action it does not know, so the tests that walk
+// wire.Actions fail until a new action gets its request here.
+func ActionRequest(name, table, fresh string) proto.Message {
+	switch name {
+	case wire.ActionCreateTable:
+		return &lakepb.CreateTableRequest{Name: fresh, Schema: wire.EncodeSchema(wire.DefaultSchema())}
+	case wire.ActionListTables:
+		return &lakepb.ListTablesRequest{}
+	case wire.ActionDescribeTable:
+		return &lakepb.DescribeTableRequest{Name: table}
+	case wire.ActionHistory:
+		return &lakepb.HistoryRequest{Name: table}
+	case wire.ActionSnapshot:
+		return &lakepb.SnapshotRequest{Name: table}
+	case wire.ActionDiscover:
+		return &lakepb.DiscoverRequest{}
+	case wire.ActionStatus:
+		return &lakepb.StatusRequest{}
+	case wire.ActionVerify:
+		return &lakepb.VerifyRequest{Table: table}
+	}
+	return nil
+}
