@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -24,11 +25,11 @@ type endpoint struct {
 	svc *Service
 }
 
-// relayedActions go to the metadata service unchanged.
-var relayedActions = map[string]bool{
-	wire.ActionCreateTable: true, wire.ActionListTables: true, wire.ActionDescribeTable: true,
-	wire.ActionHistory: true, wire.ActionSnapshot: true, wire.ActionStatus: true,
-	wire.ActionVerify: true,
+// answeredActions are the query role's own answers to the actions that
+// wire.Actions marks AnsweredByQuery; every other action of the table is
+// relayed to the metadata service unchanged.
+var answeredActions = map[string]func(s *Service) (proto.Message, error){
+	wire.ActionDiscover: func(s *Service) (proto.Message, error) { return s.stage, nil },
 }
 
 // DoPut relays FILE appends and refuses everything else: SQL is read-only.
@@ -49,10 +50,6 @@ func (e *endpoint) DoPut(stream flight.FlightService_DoPutServer) error {
 	}
 	return e.svc.relayAppend(stream, cmd, first)
 }
-
-// maxRelayBytes bounds the frames of one append the relay holds for a
-// resend to another meta node; it matches meta's own bound on an append.
-const maxRelayBytes = 256 << 20
 
 // relayAppend forwards an append to meta without decoding its record
 // batches and passes meta's acknowledgement (or error) back. File bytes
@@ -82,7 +79,9 @@ func (s *Service) relayAppend(client flight.FlightService_DoPutServer, cmd *lake
 	if err := budget.charge(first); err != nil {
 		return statusErr(err)
 	}
-	frames, err := flightrpc.ReadPut(budget, first, maxRelayBytes)
+	// The frames of one append are bounded by meta's own bound on an
+	// append, so the relay holds nothing meta would refuse anyway.
+	frames, err := flightrpc.ReadPut(budget, first, wire.MaxAppendBytes)
 	if err != nil {
 		return statusErr(err)
 	}
@@ -110,20 +109,30 @@ func (s *Service) relayAppend(client flight.FlightService_DoPutServer, cmd *lake
 	return nil
 }
 
-// DoAction answers lake.discover, relays table actions to meta and hands
-// the rest (Flight SQL's prepared statements) to the Flight SQL server.
+// DoAction answers what wire.Actions says the query role answers
+// (lake.discover), relays the table's other actions to meta and hands the
+// rest (Flight SQL's prepared statements) to the Flight SQL server.
 func (e *endpoint) DoAction(action *flight.Action, stream flight.FlightService_DoActionServer) error {
+	a, ok := wire.LookupAction(action.GetType())
 	switch {
-	case action.GetType() == wire.ActionDiscover:
-		body, err := proto.Marshal(e.svc.stage)
-		if err != nil {
-			return statusErr(err)
-		}
-		return stream.Send(&flight.Result{Body: body})
-	case relayedActions[action.GetType()]:
+	case !ok:
+		return e.FlightServer.DoAction(action, stream)
+	case !a.AnsweredByQuery:
 		return e.svc.relayAction(action, stream)
 	}
-	return e.FlightServer.DoAction(action, stream)
+	answer, ok := answeredActions[a.Name]
+	if !ok {
+		return statusErr(fmt.Errorf("%w: action %q", wire.ErrUnknownCommand, a.Name))
+	}
+	res, err := answer(e.svc)
+	if err != nil {
+		return statusErr(err)
+	}
+	body, err := proto.Marshal(res)
+	if err != nil {
+		return statusErr(err)
+	}
+	return stream.Send(&flight.Result{Body: body})
 }
 
 func (s *Service) relayAction(action *flight.Action, client flight.FlightService_DoActionServer) error {
@@ -156,19 +165,14 @@ func (s *Service) relayAction(action *flight.Action, client flight.FlightService
 	return nil
 }
 
-// ListActions lists lake's actions, then Flight SQL's.
+// ListActions lists lake's actions (wire.Actions), then Flight SQL's.
 func (e *endpoint) ListActions(in *flight.Empty, stream flight.FlightService_ListActionsServer) error {
-	for _, a := range []*flight.ActionType{
-		{Type: wire.ActionDiscover, Description: "Where clients upload file bytes (DiscoverRequest → StageDescriptor)."},
-		{Type: wire.ActionCreateTable, Description: "Create a table (relayed to the metadata service)."},
-		{Type: wire.ActionListTables, Description: "List tables (relayed)."},
-		{Type: wire.ActionDescribeTable, Description: "Describe a table (relayed)."},
-		{Type: wire.ActionHistory, Description: "A table's versions (relayed)."},
-		{Type: wire.ActionSnapshot, Description: "The data files of a table version (relayed)."},
-		{Type: wire.ActionStatus, Description: "The metadata cluster: leader, members, lag (relayed)."},
-		{Type: wire.ActionVerify, Description: "Check a table's objects against their rows' size and sha256, a few seconds per call (relayed)."},
-	} {
-		if err := stream.Send(a); err != nil {
+	for _, a := range wire.Actions() {
+		desc := a.Summary()
+		if !a.AnsweredByQuery {
+			desc = fmt.Sprintf("%s (%s; relayed to the metadata service).", a.Description, a.Signature())
+		}
+		if err := stream.Send(&flight.ActionType{Type: a.Name, Description: desc}); err != nil {
 			return err
 		}
 	}

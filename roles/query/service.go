@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/objects/layout"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -66,7 +67,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	allowed := []string{cfg.CacheDir}
 	if s.stage.GetKind() == "file" {
 		// Table data only: SQL can never read the file objects themselves.
-		allowed = append(allowed, filepath.Join(s.stage.GetLocalPath(), "_lake", "tables"))
+		allowed = append(allowed, filepath.Join(s.stage.GetLocalPath(), filepath.FromSlash(layout.TablesPrefix)))
 	}
 	for i, d := range allowed {
 		if allowed[i], err = filepath.Abs(d); err != nil {
