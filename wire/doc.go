@@ -1,8 +1,10 @@
 // Package wire holds lake's protocol values: the FILE-append command
 // descriptor (lake.file.Append) and its result, the FILE column type and its
-// validator, stage key rules, table-name rules, the Flight action names and
-// bodies that the metadata service answers, and the sentinel errors that
-// every role maps to gRPC status codes.
+// validator, stage key rules, table-name rules, the action table (Actions:
+// each Flight action's name, bodies, token scope, whether it mutates and
+// who answers it, which drives both roles' DoAction and ListActions), the
+// bound on one append, and the sentinel errors that every role maps to
+// gRPC status codes.
 //
 // The Append/AppendResult messages and the FILE struct are exact contracts
 // (DESIGN §4): third-party clients are written against them. The generated
