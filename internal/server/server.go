@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"time"
@@ -207,10 +206,10 @@ func (s *Server) close(ctx context.Context) error {
 		note(s.meta.Close(ctx))
 		s.meta = nil
 	}
-	// meta does not own its stage: a local one holds a directory handle.
-	if c, ok := s.stage.(io.Closer); ok {
-		note(c.Close())
+	// meta does not own its stage; the server opened it, so closes it.
+	if s.stage != nil {
+		note(s.stage.Close())
+		s.stage = nil
 	}
-	s.stage = nil
 	return errors.Join(errs...)
 }
