@@ -26,8 +26,18 @@ not sent again. These commands show and give up such uploads.`,
 	return cmd
 }
 
+// uploadsLsOptions are the flags of `lake uploads ls`. It reads local
+// checkpoints only, so it takes no endpoint.
+type uploadsLsOptions struct {
+	checkpointDir string
+}
+
+func (o *uploadsLsOptions) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.checkpointDir, "checkpoint-dir", "", "checkpoint directory (default $XDG_STATE_HOME/lake/uploads or ~/.local/state/lake/uploads)")
+}
+
 func newUploadsLsCommand() *cobra.Command {
-	var dir string
+	o := &uploadsLsOptions{}
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List pending uploads: file, table, size, parts done, age, state",
@@ -35,15 +45,19 @@ func newUploadsLsCommand() *cobra.Command {
   lake uploads ls --checkpoint-dir /var/lib/lake/uploads`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			entries, err := client.ListUploads(dir)
-			if err != nil {
-				return err
-			}
-			return printUploads(cmd.OutOrStdout(), entries, time.Now())
+			return runUploadsLs(o, cmd.OutOrStdout(), time.Now())
 		},
 	}
-	cmd.Flags().StringVar(&dir, "checkpoint-dir", "", "checkpoint directory (default $XDG_STATE_HOME/lake/uploads or ~/.local/state/lake/uploads)")
+	o.addFlags(cmd)
 	return cmd
+}
+
+func runUploadsLs(o *uploadsLsOptions, w io.Writer, now time.Time) error {
+	entries, err := client.ListUploads(o.checkpointDir)
+	if err != nil {
+		return err
+	}
+	return printUploads(w, entries, now)
 }
 
 // printUploads writes one line per checkpoint; never its raw content.
@@ -77,8 +91,17 @@ func orDash(s string) string {
 	return s
 }
 
+// uploadsCancelOptions are the flags of `lake uploads cancel`.
+type uploadsCancelOptions struct {
+	endpointOptions
+}
+
+func (o *uploadsCancelOptions) addFlags(cmd *cobra.Command) {
+	o.endpointOptions.addFlags(cmd)
+}
+
 func newUploadsCancelCommand(g *globalOptions) *cobra.Command {
-	o := &endpointOptions{}
+	o := &uploadsCancelOptions{}
 	cmd := &cobra.Command{
 		Use:   "cancel PATH",
 		Short: "Give up the pending upload of a file: abort it on the stage, remove its checkpoint",
@@ -89,19 +112,19 @@ completed is not cancelled: run the same lake put to commit its row.` + endpoint
 		Example: `  lake uploads cancel ./weights.safetensors`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runUploadsCancel(cmd.Context(), o, g, args[0], cmd.OutOrStdout())
+			c, err := o.connect(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return runUploadsCancel(cmd.Context(), c, args[0], cmd.OutOrStdout())
 		},
 	}
 	o.addFlags(cmd)
 	return cmd
 }
 
-func runUploadsCancel(ctx context.Context, o *endpointOptions, g *globalOptions, path string, w io.Writer) error {
-	c, err := o.connect(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+func runUploadsCancel(ctx context.Context, c *client.Client, path string, w io.Writer) error {
 	n, err := c.CancelUpload(ctx, path)
 	if err != nil {
 		return err
