@@ -9,8 +9,9 @@
 // client's own retries harmless. Open reads an object back from the stage
 // and verifies its size and SHA-256; Verify has the metadata service check
 // every object of a table against its rows. Query runs read-only SQL over
-// Flight SQL. Errors the endpoint returns unwrap to the wire sentinels
-// (errors.Is(err, wire.ErrTableNotFound)).
+// Flight SQL. Errors the endpoint returns are a *StatusError holding the
+// server's message and code, which unwraps to the wire sentinel that the
+// status's reason names (errors.Is(err, wire.ErrTableNotFound)).
 //
 // The package never imports a role: it speaks only the wire contract.
 package client

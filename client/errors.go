@@ -1,10 +1,8 @@
 package client
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -44,80 +42,17 @@ type ValueError struct {
 func (e *ValueError) Error() string { return fmt.Sprintf("column %q: %v", e.Column, e.Err) }
 func (e *ValueError) Unwrap() error { return e.Err }
 
-// sentinelsByCode lists, per gRPC code, the wire sentinels a lake service
-// maps to it (roles/meta codeOf). The server's message is the wrapped
-// sentinel's text, which picks the right one among several.
-var sentinelsByCode = map[codes.Code][]error{
-	codes.InvalidArgument: {
-		wire.ErrMalformedCommand, wire.ErrUnknownCommand, wire.ErrInvalidTable, wire.ErrInvalidCommitID,
-		wire.ErrInvalidKey, wire.ErrInvalidFileValue, wire.ErrSchemaMismatch, wire.ErrInvalidSchema,
-		wire.ErrEmptyAppend, wire.ErrInvalidRequest,
-	},
-	codes.NotFound:           {wire.ErrTableNotFound, wire.ErrVersionNotFound},
-	codes.AlreadyExists:      {wire.ErrTableExists},
-	codes.FailedPrecondition: {wire.ErrObjectMissing, wire.ErrSizeMismatch},
-	codes.Aborted:            {wire.ErrVersionConflict},
-	codes.Unavailable:        {wire.ErrNotLeader},
-	codes.Unauthenticated:    {wire.ErrUnauthenticated},
-}
-
-// StatusError is an error the endpoint returned. Its message is the
-// server's; errors.Is matches the wire sentinel the server reported, and
-// status.Code still sees the gRPC code.
-type StatusError struct {
-	status   *status.Status
-	sentinel error // nil when the message names none
-}
-
-func (e *StatusError) Error() string {
-	if msg := e.status.Message(); msg != "" {
-		return msg
-	}
-	return e.status.Code().String()
-}
-
-func (e *StatusError) Unwrap() error { return e.sentinel }
-
-// GRPCStatus lets status.FromError and status.Code see through the wrap.
-func (e *StatusError) GRPCStatus() *status.Status { return e.status }
-
-// Code is the gRPC status code.
-func (e *StatusError) Code() codes.Code { return e.status.Code() }
+// StatusError is an error the endpoint returned (wire.FromStatus makes
+// it). Its message is the server's; errors.Is matches the wire sentinel
+// the server's ErrorInfo reason names, and status.Code still sees the
+// gRPC code.
+type StatusError = wire.StatusError
 
 // remoteError maps a gRPC status error of an endpoint call to a
-// *StatusError; other errors pass through.
-func remoteError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var se *StatusError
-	if errors.As(err, &se) {
-		return err
-	}
-	st, ok := status.FromError(err)
-	if !ok {
-		return err
-	}
-	e := &StatusError{status: st}
-	switch st.Code() {
-	case codes.Canceled:
-		e.sentinel = context.Canceled
-	case codes.DeadlineExceeded:
-		e.sentinel = context.DeadlineExceeded
-	case codes.Unauthenticated:
-		e.sentinel = wire.ErrUnauthenticated // whatever the message says
-	default:
-		// Matching on the text, not the code alone: a connection refused is
-		// also Unavailable, and it is not "no metadata leader".
-		for _, s := range sentinelsByCode[st.Code()] {
-			if strings.Contains(st.Message(), s.Error()) {
-				e.sentinel = s
-				break
-			}
-		}
-	}
-	return e
-}
+// *StatusError; other errors pass through. A status without a lake
+// reason, such as the Unavailable of a refused connection, matches no
+// lake sentinel.
+func remoteError(err error) error { return wire.FromStatus(err) }
 
 // retryable reports whether an append that failed with err may have been
 // lost in flight or never arrived, so resending it with the same commit id

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lakedata/lake/objects/checkpoint"
+	"github.com/lakedata/lake/wire"
 )
 
 // Sentinel errors. Backends map their own failures to these at their edge.
@@ -23,8 +24,9 @@ var (
 	// value. On the local stage: a symbolic link, named pipe, device or
 	// socket at the key, or a symbolic link on the way to it; whatever it
 	// points at stays unread. Backends without such entries (S3) never
-	// return it.
-	ErrNotRegular = errors.New("objects: not a regular file")
+	// return it. It is wire.ErrNotRegular, so a FILE append that names
+	// such a key fails with FailedPrecondition, OBJECT_NOT_REGULAR.
+	ErrNotRegular = wire.ErrNotRegular
 )
 
 // Info describes a stored object.

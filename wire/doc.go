@@ -3,8 +3,9 @@
 // validator, stage key rules, table-name rules, the action table (Actions:
 // each Flight action's name, bodies, token scope, whether it mutates and
 // who answers it, which drives both roles' DoAction and ListActions), the
-// bound on one append, and the sentinel errors that every role maps to
-// gRPC status codes.
+// bound on one append, and the sentinel errors with their one table of
+// gRPC codes and google.rpc.ErrorInfo reasons: servers answer with
+// ToStatus, Go callers get the sentinel back with FromStatus.
 //
 // The Append/AppendResult messages and the FILE struct are exact contracts
 // (DESIGN §4): third-party clients are written against them. The generated

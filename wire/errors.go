@@ -3,8 +3,16 @@ package wire
 import "errors"
 
 // Sentinel errors of the protocol. Callers wrap them with context
-// (fmt.Errorf("...: %w", ErrX)); each role maps them to gRPC codes in one
-// place. They never carry secrets.
+// (fmt.Errorf("...: %w", ErrX)). Each has one row in the error table
+// (status.go): the gRPC code a service answers with and the stable reason
+// its status carries, from which a Go caller gets the sentinel back
+// (FromStatus). They never carry secrets.
+//
+// Sentinels of other packages are these same values under another name
+// (objects.ErrNotRegular, sqlguard.ErrRefused, query.ErrRelayFull, …) or
+// wrap one of them (meta.ErrClosed), so that wire knows every error that
+// crosses the wire without importing anything of lake. The table also
+// holds context.Canceled and context.DeadlineExceeded.
 var (
 	// InvalidArgument.
 	ErrMalformedCommand = errors.New("malformed command descriptor")
@@ -17,6 +25,17 @@ var (
 	ErrInvalidSchema    = errors.New("invalid schema")
 	ErrEmptyAppend      = errors.New("empty append: no rows")
 	ErrInvalidRequest   = errors.New("invalid request")
+	// ErrNotReadOnly: SQL that is not a single SELECT, or a DoPut that is
+	// not a FILE append (query.ErrNotReadOnly).
+	ErrNotReadOnly = errors.New("only a single read-only SELECT statement is allowed")
+	// ErrSQLNotAllowed: a SELECT that uses a function, table or construct
+	// lake SQL does not allow (sqlguard.ErrRefused).
+	ErrSQLNotAllowed = errors.New("not allowed in lake SQL")
+	// ErrInvalidSQL: SQL that does not parse or bind.
+	ErrInvalidSQL = errors.New("SQL error")
+	// ErrUnsupported: SQL that lake does not support yet (statement
+	// parameters).
+	ErrUnsupported = errors.New("not supported")
 
 	// NotFound.
 	ErrTableNotFound   = errors.New("table not found")
@@ -28,13 +47,34 @@ var (
 	// FailedPrecondition.
 	ErrObjectMissing = errors.New("object missing from the stage")
 	ErrSizeMismatch  = errors.New("object size differs")
+	// ErrNotRegular: the key names something that is not an object the
+	// stage stored, such as a symbolic link or a named pipe
+	// (objects.ErrNotRegular).
+	ErrNotRegular = errors.New("objects: not a regular file")
+	// ErrVersionExpired: a table version that was committed but has
+	// expired, so time travel cannot read it (DESIGN §10).
+	ErrVersionExpired = errors.New("version expired")
 
 	// Aborted.
 	ErrVersionConflict = errors.New("table version differs from expected_version")
 
 	// Unavailable.
 	ErrNotLeader = errors.New("no metadata leader available")
+	// ErrClosed: the service is shutting down (meta.ErrClosed wraps it).
+	ErrClosed = errors.New("service is closed")
+
+	// ResourceExhausted.
+	ErrResourceExhausted = errors.New("resource exhausted")
+	// ErrRelayFull: the query role's append relay is at its memory budget
+	// (query.ErrRelayFull); the caller may retry later.
+	ErrRelayFull = errors.New("the append relay is at its memory budget")
+	// ErrMemoryExhausted: a statement was stopped because the query role
+	// ran out of memory (query.ErrMemoryExhausted).
+	ErrMemoryExhausted = errors.New("statement stopped: the query role is out of memory")
 
 	// Unauthenticated.
 	ErrUnauthenticated = errors.New("unauthenticated")
+
+	// PermissionDenied: the caller's token does not allow the call.
+	ErrPermissionDenied = errors.New("permission denied")
 )

@@ -4,20 +4,21 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
+	"fmt"
 	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/lakedata/lake/wire"
 )
 
 // ErrUnauthenticated is wrapped by every error the server interceptors
 // return, for Go code on the server side (a logging interceptor placed
-// before them, say). Over the wire the caller sees only gRPC status
-// Unauthenticated.
-var ErrUnauthenticated = errors.New("auth: unauthenticated")
+// before them, say). Over the wire the caller sees gRPC status
+// Unauthenticated with reason UNAUTHENTICATED (wire.ErrUnauthenticated).
+var ErrUnauthenticated = fmt.Errorf("auth: %w", wire.ErrUnauthenticated)
 
 // Header is the gRPC metadata key that carries the bearer token.
 const Header = "authorization"
@@ -120,7 +121,8 @@ func (e *authError) Error() string { return ErrUnauthenticated.Error() + ": " + 
 
 func (e *authError) Unwrap() error { return ErrUnauthenticated }
 
-// GRPCStatus makes the gRPC server send code Unauthenticated.
+// GRPCStatus makes the gRPC server send code Unauthenticated, with
+// wire's reason UNAUTHENTICATED.
 func (e *authError) GRPCStatus() *status.Status {
-	return status.New(codes.Unauthenticated, e.Error())
+	return status.Convert(wire.ToStatus(fmt.Errorf("%w: %s", ErrUnauthenticated, e.msg)))
 }

@@ -25,9 +25,6 @@ import (
 	"github.com/lakedata/lake/wire/lakepb"
 )
 
-// ErrClosed: the service is shutting down.
-var ErrClosed = errors.New("meta: service is closed")
-
 // Service is a metadata node: the leader commits, a follower forwards
 // mutations to the leader and serves reads from its own index.
 type Service struct {

@@ -14,9 +14,6 @@ import (
 	"github.com/duckdb/duckdb-go/v2"
 )
 
-// ErrNotReadOnly: the statement is not a single SELECT.
-var ErrNotReadOnly = errors.New("only a single read-only SELECT statement is allowed")
-
 // engine is the locked-down DuckDB instance.
 type engine struct {
 	db      *sql.DB
@@ -194,11 +191,6 @@ func leadingKeyword(q string) string {
 		}
 	}
 }
-
-var (
-	errSQL         = errors.New("SQL error")
-	errUnsupported = errors.New("not supported")
-)
 
 func stmtTypeName(t duckdb.StmtType) string {
 	names := map[duckdb.StmtType]string{

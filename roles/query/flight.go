@@ -36,7 +36,7 @@ var answeredActions = map[string]func(s *Service) (proto.Message, error){
 func (e *endpoint) DoPut(stream flight.FlightService_DoPutServer) error {
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
-		return status.Error(codes.InvalidArgument, wire.ErrEmptyAppend.Error()+": the stream ended before its first message")
+		return statusErr(fmt.Errorf("%w: the stream ended before its first message", wire.ErrEmptyAppend))
 	}
 	if err != nil {
 		return err
@@ -44,7 +44,7 @@ func (e *endpoint) DoPut(stream flight.FlightService_DoPutServer) error {
 	cmd, err := wire.DecodeAppendDescriptor(first.FlightDescriptor)
 	if err != nil {
 		if errors.Is(err, wire.ErrUnknownCommand) {
-			return status.Errorf(codes.InvalidArgument, "lake SQL is read-only: DoPut accepts only %s (FILE appends): %v", wire.AppendTypeURL, err)
+			return statusErr(readOnly(fmt.Errorf("lake SQL is read-only: DoPut accepts only %s (FILE appends): %w", wire.AppendTypeURL, err)))
 		}
 		return statusErr(err)
 	}

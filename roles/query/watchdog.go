@@ -12,10 +12,6 @@ import (
 	"time"
 )
 
-// ErrMemoryExhausted: a statement was stopped because the process grew
-// past its memory limit plus the margin.
-var ErrMemoryExhausted = errors.New("statement stopped: the query role is out of memory")
-
 // DuckDB's memory_limit bounds its buffer pool, but not every allocation:
 // lists, long strings and constant folding live outside it, and
 // `SELECT len(range(200000000))` takes a process with a 1 GB limit to

@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/lakedata/lake/wire"
 )
 
 // Sentinel errors; every error Check returns wraps one of them.
 var (
 	// ErrRefused: the statement uses a function, table or construct that
-	// lake SQL does not allow. The error is a *Refusal naming it.
-	ErrRefused = errors.New("not allowed in lake SQL")
+	// lake SQL does not allow. The error is a *Refusal naming it. It is
+	// wire.ErrSQLNotAllowed (InvalidArgument, SQL_NOT_ALLOWED).
+	ErrRefused = wire.ErrSQLNotAllowed
 	// ErrNotSelect: the text is not exactly one SELECT statement.
 	ErrNotSelect = errors.New("not a single SELECT statement")
 	// ErrSyntax: DuckDB could not parse the text.
