@@ -181,6 +181,14 @@ func arraySize(d arrow.ArrayData) int64 {
 	return n
 }
 
+// startCommitter starts t's committer; the registry runs it for every
+// table it adds.
+func (s *Service) startCommitter(t *table) {
+	t.queue = make(chan *appendReq, 4*s.cfg.MaxGroupRequests)
+	s.wg.Add(1)
+	go s.runCommitter(t)
+}
+
 // runCommitter is t's single writer: it takes the appends that queued up
 // while the previous commit was in flight and commits them as one version.
 func (s *Service) runCommitter(t *table) {
@@ -220,8 +228,6 @@ func (s *Service) drainClosed(t *table) {
 
 // commitGroup commits a group of appends as one version (DESIGN §3).
 func (s *Service) commitGroup(t *table, group []*appendReq) {
-	t.writeMu.Lock()
-	defer t.writeMu.Unlock()
 	pending := make([]*appendReq, 0, len(group))
 	for _, r := range group {
 		if err := r.ctx.Err(); err != nil {
@@ -248,15 +254,20 @@ func (s *Service) commitGroup(t *table, group []*appendReq) {
 			}
 			return
 		}
+		// writeMu covers admitting against the head and committing on top
+		// of it; it is released for the catch-up, which takes it itself.
+		t.writeMu.Lock()
 		commit, twins := s.admit(t, pending)
 		if len(commit) == 0 {
+			t.writeMu.Unlock()
 			return
 		}
 		version, err := s.commitOnce(ctx, t, commit)
+		t.writeMu.Unlock()
 		if errors.Is(err, objects.ErrExists) {
 			// Another writer took the version: learn what it wrote, then
 			// retry on top of it (its commits may include ours).
-			if cerr := s.catchUp(ctx, t); cerr != nil {
+			if cerr := s.reg.catchUp(ctx, t, -1); cerr != nil {
 				err = cerr
 			} else {
 				pending = append(commit, twinList(twins)...)
@@ -385,7 +396,7 @@ func (s *Service) commitOnce(ctx context.Context, t *table, commit []*appendReq)
 		// race for this version and catches up; report it as ambiguous.
 		return 0, fmt.Errorf("%w: version %d committed to the stage but not indexed: %v", wire.ErrNotLeader, version, err)
 	}
-	s.advance(t, []*logRecord{rec})
+	s.reg.advance(t, []*logRecord{rec})
 	s.cluster.PublishHead(cluster.Head{TableID: t.id, Name: t.name, Version: version})
 	return version, nil
 }

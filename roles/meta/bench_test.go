@@ -82,7 +82,7 @@ func benchmarkAppend(b *testing.B, clients int, overlap bool) {
 	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "appends/s")
 	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
-	b.ReportMetric(float64(f.svc.lookup("clips").row().Head)/float64(len(all)), "versions/append")
+	b.ReportMetric(float64(f.svc.reg.lookup("clips").row().Head)/float64(len(all)), "versions/append")
 }
 
 // BenchmarkBoltFsyncCommit is the reference: one small fsync'd bbolt

@@ -129,7 +129,7 @@ func TestFollowerForwardsMutationsToLeader(t *testing.T) {
 	if err != nil || goRes.Version != 2 || goRes.Duplicate {
 		t.Fatalf("Go API append on the follower: %+v, %v; want version 2", goRes, err)
 	}
-	if head := leader.svc.lookup("clips").row().Head; head != 2 {
+	if head := leader.svc.reg.lookup("clips").row().Head; head != 2 {
 		t.Fatalf("leader head %d after the Go API append, want 2", head)
 	}
 

@@ -103,7 +103,7 @@ func (s *Service) forwardCreate(ctx context.Context, name string, schema *arrow.
 // loadCreated loads a table the leader created for a caller of this
 // follower, so that caller's next read here finds it.
 func (s *Service) loadCreated(ctx context.Context, name string) {
-	if _, err := s.ensureTable(ctx, name); err != nil {
+	if _, err := s.reg.ensure(ctx, name); err != nil {
 		s.log.Warn("load a table the leader created", "table", name, "err", err)
 	}
 }

@@ -20,20 +20,9 @@ var errNotLeading = fmt.Errorf("%w: this node does not lead the metadata cluster
 // caught up since it won.
 func (s *Service) canCommit() bool { return s.ready.Load() && s.cluster.Leading() }
 
-// startCluster starts taking part in elections. A lone node (no
-// Coordinator configured) leads from the start: load has already caught up.
-func (s *Service) startCluster() {
-	if s.cfg.Cluster == nil {
-		addr := ""
-		if a := s.Addr(); a != nil {
-			addr = a.String()
-		}
-		s.cluster = cluster.NewSingle(addr)
-		s.ready.Store(true)
-	} else {
-		s.cluster = s.cfg.Cluster
-	}
-	s.sync.init()
+// runCluster starts taking part in elections. A lone node's coordinator
+// leads from the start: load has already caught up.
+func (s *Service) runCluster() {
 	s.wg.Add(1)
 	go s.runSync()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -47,83 +36,17 @@ func (s *Service) startCluster() {
 			Resync:  s.sync.all,
 		})
 	}()
-	s.report()
+	s.cluster.Report(s.reg.counts())
 }
 
 // elected catches up every table from the stage log, so the new leader
 // commits on top of everything its predecessor acknowledged.
 func (s *Service) elected(ctx context.Context) error {
-	if err := s.syncAll(ctx); err != nil {
+	if err := s.reg.sync(ctx); err != nil {
 		return err
 	}
 	s.ready.Store(true)
 	return nil
-}
-
-// advance applies recs to t's in-memory state and keeps the node's report
-// current.
-func (s *Service) advance(t *table, recs []*logRecord) {
-	if n := t.advance(recs); n > 0 {
-		s.versions.Add(n)
-		s.report()
-	}
-}
-
-func (s *Service) report() {
-	if s.cluster == nil {
-		return // still loading
-	}
-	s.mu.RLock()
-	n := len(s.tables)
-	s.mu.RUnlock()
-	s.cluster.Report(cluster.Report{Tables: n, Versions: s.versions.Load()})
-}
-
-// syncAll adds the tables of the stage catalog this node lacks and catches
-// every table up from the stage log.
-func (s *Service) syncAll(ctx context.Context) error {
-	names, err := s.stage.catalogNames(ctx)
-	if err != nil {
-		return fmt.Errorf("meta: list the stage catalog: %w", err)
-	}
-	for _, name := range names {
-		if _, err := s.ensureTable(ctx, name); err != nil {
-			return err
-		}
-	}
-	for _, t := range s.allTables() {
-		if err := s.syncTable(ctx, t); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// syncTable applies t's log records past its head.
-func (s *Service) syncTable(ctx context.Context, t *table) error {
-	return s.syncTableTo(ctx, t, -1)
-}
-
-// syncTableTo applies t's log records up to version last (-1: all).
-func (s *Service) syncTableTo(ctx context.Context, t *table, last int64) error {
-	t.writeMu.Lock()
-	defer t.writeMu.Unlock()
-	if last >= 0 && t.row().Head >= last {
-		return nil // applied meanwhile
-	}
-	return s.catchUpTo(ctx, t, last)
-}
-
-// ensureTable returns the table called name, loading it from the stage
-// catalog when this node does not know it yet (objects.ErrNotFound: the
-// stage has no such table either).
-func (s *Service) ensureTable(ctx context.Context, name string) (*table, error) {
-	s.createMu.Lock()
-	defer s.createMu.Unlock()
-	if t := s.lookup(name); t != nil {
-		return t, nil
-	}
-	return s.loadFromStage(ctx, name)
 }
 
 // reach makes sure t is at least at version min (nil: nothing to do),
@@ -132,7 +55,7 @@ func (s *Service) reach(ctx context.Context, t *table, min *int64) error {
 	if min == nil || t.row().Head >= *min {
 		return nil
 	}
-	if err := s.syncTable(ctx, t); err != nil {
+	if err := s.reg.catchUp(ctx, t, -1); err != nil {
 		return err
 	}
 	if head := t.row().Head; head < *min {
@@ -198,7 +121,7 @@ func (s *Service) runSync() {
 		}
 		heads, full := s.sync.take()
 		if full {
-			if err := s.syncAll(s.ctx); err != nil && s.ctx.Err() == nil {
+			if err := s.reg.sync(s.ctx); err != nil && s.ctx.Err() == nil {
 				s.log.Warn("resync from the stage failed; retrying with the next announcement", "err", err)
 				s.sync.all()
 			}
@@ -213,18 +136,18 @@ func (s *Service) runSync() {
 }
 
 func (s *Service) applyHead(h cluster.Head) error {
-	t := s.lookup(h.Name)
+	t := s.reg.lookup(h.Name)
 	if t != nil && t.id == h.TableID && t.row().Head >= h.Version {
 		return nil
 	}
 	if t == nil {
 		var err error
-		if t, err = s.ensureTable(s.ctx, h.Name); err != nil {
+		if t, err = s.reg.ensure(s.ctx, h.Name); err != nil {
 			if errors.Is(err, objects.ErrNotFound) {
 				return nil // announced before its catalog entry is readable
 			}
 			return err
 		}
 	}
-	return s.syncTableTo(s.ctx, t, h.Version)
+	return s.reg.catchUp(s.ctx, t, h.Version)
 }

@@ -21,14 +21,12 @@ func (s *Service) Status(ctx context.Context) *lakepb.ClusterStatus {
 		st.Error = err.Error()
 		members = []cluster.Member{{Addr: self, Leader: s.canCommit()}}
 	}
-	s.mu.RLock()
-	tables := len(s.tables)
-	s.mu.RUnlock()
+	own := s.reg.counts()
 	var leaderVersions int64 = -1
 	for i := range members {
 		m := &members[i]
 		if m.Addr == self {
-			m.Report = cluster.Report{Tables: tables, Versions: s.versions.Load()}
+			m.Report = own
 		}
 		if m.Leader {
 			leaderVersions = m.Report.Versions

@@ -80,7 +80,7 @@ func (v *backgroundVerifier) run(ctx context.Context) {
 // returns early, without error, when this node stops leading: the new
 // leader verifies.
 func (v *backgroundVerifier) pass(ctx context.Context) error {
-	for _, t := range v.s.allTables() {
+	for _, t := range v.s.reg.all() {
 		head, from := t.row().Head, v.walked[t.id]
 		if head <= from {
 			continue

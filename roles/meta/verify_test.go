@@ -373,7 +373,7 @@ func TestVerifyRefusesBadRequests(t *testing.T) {
 		t.Errorf("garbage cursor: %v, want InvalidArgument", err)
 	}
 	// A cursor of table a, cut short of its end, used on table b.
-	cur, _ := proto.Marshal(&lakepb.VerifyCursor{TableId: f.svc.lookup("a").id, Version: 1})
+	cur, _ := proto.Marshal(&lakepb.VerifyCursor{TableId: f.svc.reg.lookup("a").id, Version: 1})
 	if _, _, err := verifyCall(ctx, f.fc, &lakepb.VerifyRequest{Table: "b", Cursor: cur}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("another table's cursor: %v, want InvalidArgument", err)
 	}

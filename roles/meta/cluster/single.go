@@ -9,10 +9,10 @@ import (
 // Single is the Coordinator of a lone metadata node: it is the leader from
 // the start and for as long as it runs.
 type Single struct {
-	addr    string
 	started time.Time
 
 	mu      sync.Mutex
+	addr    string
 	leading bool
 	report  Report
 	updated time.Time
@@ -40,8 +40,23 @@ func (s *Single) Leading() bool {
 	return s.leading
 }
 
-func (s *Single) Leader() string   { return s.addr }
-func (s *Single) Self() string     { return s.addr }
+// SetAddr names the node once its listener is bound: the service builds
+// its coordinator before it loads its index, and binds the port only after
+// that, so no caller's connection hangs on a node that is still loading.
+func (s *Single) SetAddr(addr string) {
+	s.mu.Lock()
+	s.addr = addr
+	s.mu.Unlock()
+}
+
+func (s *Single) Leader() string { return s.Self() }
+
+func (s *Single) Self() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
 func (s *Single) PublishHead(Head) {}
 func (s *Single) Close(context.Context) error {
 	s.mu.Lock()

@@ -25,3 +25,14 @@ func TestSingleLeadsFromTheStart(t *testing.T) {
 		t.Fatalf("members %v, %v", m, err)
 	}
 }
+
+// A lone node's coordinator exists before its listener is bound; SetAddr
+// names it once it is.
+func TestSingleLearnsItsAddress(t *testing.T) {
+	s := NewSingle("")
+	s.SetAddr("127.0.0.1:2")
+	m, err := s.Members(context.Background())
+	if s.Self() != "127.0.0.1:2" || s.Leader() != "127.0.0.1:2" || err != nil || len(m) != 1 || m[0].Addr != "127.0.0.1:2" {
+		t.Fatalf("self %q, leader %q, members %v, %v", s.Self(), s.Leader(), m, err)
+	}
+}

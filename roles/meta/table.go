@@ -1,0 +1,62 @@
+package meta
+
+import (
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/lakedata/lake/wire/lakepb"
+)
+
+// table is the in-memory state of one table. The committer goroutine is
+// its only writer; readers take mu.
+type table struct {
+	id        string
+	name      string
+	schema    *arrow.Schema
+	schemaRaw []byte
+	createdAt time.Time
+	queue     chan *appendReq
+
+	// writeMu is held while the index of this table changes: by the
+	// committer for a whole group commit, by a follower's catch-up.
+	writeMu sync.Mutex
+
+	mu    sync.Mutex
+	head  int64
+	files []*lakepb.DataFile // data files of the head version, in order
+	rows  int64              // rows of the head version
+}
+
+func (t *table) row() tableRow {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return tableRow{ID: t.id, Name: t.name, Schema: t.schemaRaw, CreatedAt: t.createdAt, Head: t.head}
+}
+
+func (t *table) info() *lakepb.TableInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return &lakepb.TableInfo{
+		Name: t.name, Id: t.id, Schema: t.schemaRaw, Version: t.head,
+		CreatedAtUnixMicros: t.createdAt.UnixMicro(), Rows: t.rows, DataFiles: int64(len(t.files)),
+	}
+}
+
+// advance moves the in-memory head past applied log records and returns
+// by how many versions it moved.
+func (t *table) advance(recs []*logRecord) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	before := t.head
+	for _, r := range recs {
+		if r.Version <= t.head {
+			continue
+		}
+		t.files = append(t.files, r.protoFiles()...)
+		t.rows += r.Rows
+		t.head = r.Version
+	}
+	return t.head - before
+}
