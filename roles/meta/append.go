@@ -52,7 +52,7 @@ func (s *Service) Append(ctx context.Context, cmd *lakepb.Append, recs []arrow.R
 		return nil, err
 	}
 	if !s.canCommit() {
-		return s.forwardAppend(ctx, cmd, recs)
+		return s.fwd.append(ctx, cmd, recs)
 	}
 	t, err := s.table(ctx, cmd.GetTable())
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -35,7 +36,7 @@ func (s *Service) listen(addr string) error {
 func (s *Service) serve() {
 	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes)}, s.cfg.ServerOptions...)
 	s.grpc = grpc.NewServer(opts...)
-	flightgen.RegisterFlightServiceServer(s.grpc, &flightService{svc: s, handlers: s.actionHandlers()})
+	flightgen.RegisterFlightServiceServer(s.grpc, &flightService{svc: s, handlers: s.handlers})
 	go func() {
 		if err := s.grpc.Serve(s.lis); err != nil {
 			s.log.Error("flight server stopped", "err", err)
@@ -109,7 +110,12 @@ func (f *flightService) doPut(stream flight.FlightService_DoPutServer) (*lakepb.
 		return nil, nil, err
 	}
 	if !f.svc.canCommit() {
-		results, err := f.svc.forwardFrames(ctx, stream, first)
+		// The frames go on as they came; the leader validates the rows.
+		frames, err := flightrpc.ReadPut(stream, first, f.svc.cfg.MaxAppendBytes)
+		if err != nil {
+			return nil, nil, err
+		}
+		results, err := f.svc.fwd.put(ctx, frames)
 		return nil, results, err
 	}
 	res, err := f.readAppend(ctx, stream, cmd, first)
@@ -191,11 +197,16 @@ func (f *flightService) doAction(ctx context.Context, action *flight.Action, str
 		}
 	}
 	if spec.Mutates && !f.svc.canCommit() {
-		return f.svc.forwardAction(ctx, action, stream.Send, func() {
-			if h.afterForward != nil {
-				h.afterForward(ctx, req)
+		results, err := f.svc.forwardAction(ctx, action, req)
+		if err != nil {
+			return err
+		}
+		for _, r := range results {
+			if err := stream.Send(r); err != nil {
+				return err
 			}
-		})
+		}
+		return nil
 	}
 	return h.serve(ctx, req, func(m proto.Message) error {
 		body, err := proto.Marshal(m)

@@ -39,8 +39,10 @@ type Service struct {
 	// before the index loads, an etcd one is given in Config.
 	cluster cluster.Coordinator
 	ready   atomic.Bool // caught up since this node last won an election
-	peers   peerClients
+	fwd     *forwarder  // a follower's one way to the leader
 	sync    syncQueue
+
+	handlers map[string]actionHandler // the action table's handlers
 
 	ctx    context.Context // cancelled by Close; stops the committers
 	cancel context.CancelFunc
@@ -95,6 +97,8 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 		single = cluster.NewSingle("")
 		s.cluster = single
 	}
+	s.fwd = &forwarder{coord: s.cluster, dial: cfg.PeerDial, timeout: cfg.ForwardTimeout}
+	s.handlers = s.actionHandlers()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sync.init()
 	s.reg = newRegistry(s.stage, ix, logger, s.startCommitter, s.cluster.Report)
@@ -314,7 +318,7 @@ func (s *Service) Close(ctx context.Context) error {
 	cerr := s.cluster.Close(ctx)
 	s.clusterCancel()
 	<-s.clusterDone
-	s.peers.close()
+	s.fwd.close()
 	err := s.ix.close()
 	return errors.Join(cerr, err, s.lock.release())
 }
