@@ -167,6 +167,20 @@ func (s *Service) CreateTable(ctx context.Context, name string, schema *arrow.Sc
 	return info, nil
 }
 
+// startCommitter gives t its committer; the registry runs it for every
+// table it adds.
+func (s *Service) startCommitter(t *table) {
+	t.commits = &committer{
+		t: t, queue: make(chan *commitReq, 4*s.cfg.MaxGroupRequests), maxGroup: s.cfg.MaxGroupRequests, stop: s.ctx,
+		reg: s.reg, stage: s.stage, store: s.store, ix: s.ix, leading: s.canCommit, publish: s.cluster.PublishHead, log: s.log,
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t.commits.run()
+	}()
+}
+
 // writeTable commits a new table to the stage, version 0 and then the
 // catalog entry, and indexes it. It returns errCreatedElsewhere when
 // another node's catalog entry won. The caller holds the registry's add

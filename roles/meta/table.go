@@ -9,18 +9,19 @@ import (
 	"github.com/lakedata/lake/wire/lakepb"
 )
 
-// table is the in-memory state of one table. The committer goroutine is
-// its only writer; readers take mu.
+// table is the in-memory state of one table. Its committer and the
+// registry's catch-up change it, under writeMu; readers take mu.
 type table struct {
 	id        string
 	name      string
 	schema    *arrow.Schema
 	schemaRaw []byte
 	createdAt time.Time
-	queue     chan *appendReq
+	commits   *committer // takes every change to the table
 
 	// writeMu is held while the index of this table changes: by the
-	// committer for a whole group commit, by a follower's catch-up.
+	// committer while it admits and commits one version, by the registry's
+	// catch-up.
 	writeMu sync.Mutex
 
 	mu    sync.Mutex
