@@ -373,13 +373,20 @@ func (e *engine) start(ctx context.Context, checked, text string, isTable func(s
 		return nil, err
 	}
 	var rdr array.RecordReader
+	var stopInterrupting func()
 	err = st.conn.Raw(func(dc any) error {
 		dconn := dc.(*duckdb.Conn)
 		if _, err := st.check(dconn, checked, text, isTable); err != nil {
 			return err
 		}
+		// The result streams: DuckDB goes on executing inside every
+		// fetch until the last, so the statement is interruptible for
+		// as long as it is read, not only while it starts.
+		stopInterrupting = interruptOnDone(st.ctx, st.interrupt)
 		var err error
-		rdr, err = arrowQuery(st.ctx, dconn, text)
+		if rdr, err = arrowQuery(st.ctx, dconn, text); err != nil {
+			stopInterrupting()
+		}
 		return err
 	})
 	if err != nil {
@@ -387,7 +394,8 @@ func (e *engine) start(ctx context.Context, checked, text string, isTable func(s
 		st.close()
 		return nil, err
 	}
-	return &result{RecordReader: rdr, conn: st.conn, ctx: st.ctx, timeout: e.timeout, cancel: st.cancel, forget: st.forget}, nil
+	forget := func() { stopInterrupting(); st.forget() }
+	return &result{RecordReader: rdr, conn: st.conn, ctx: st.ctx, timeout: e.timeout, cancel: st.cancel, forget: forget}, nil
 }
 
 // check runs only the checks of q and returns the names of its result

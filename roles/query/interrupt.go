@@ -28,9 +28,18 @@ var connField = func() *reflect.StructField {
 // interruptHandle returns a function that interrupts whatever c runs now,
 // or nil when the handle cannot be found.
 func interruptHandle(c *duckdb.Conn) func() {
-	if connField == nil {
+	h, ok := nativeConn(c)
+	if !ok {
 		return nil
 	}
-	h := *(*mapping.Connection)(unsafe.Add(unsafe.Pointer(c), connField.Offset))
 	return func() { mapping.Interrupt(h) }
+}
+
+// nativeConn returns c's native connection handle, which the role also
+// runs streaming statements on (engine_arrow.go).
+func nativeConn(c *duckdb.Conn) (mapping.Connection, bool) {
+	if connField == nil {
+		return mapping.Connection{}, false
+	}
+	return *(*mapping.Connection)(unsafe.Add(unsafe.Pointer(c), connField.Offset)), true
 }
