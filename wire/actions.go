@@ -21,6 +21,7 @@ const (
 	ActionDiscover      = "lake.discover"
 	ActionStatus        = "lake.status"
 	ActionVerify        = "lake.table.verify"
+	ActionCompact       = "lake.table.compact"
 )
 
 // Scope is what a bearer token must allow for a call (DESIGN §12). The
@@ -138,6 +139,10 @@ var actions = []ActionSpec{
 		Name: ActionVerify, Request: msg(&lakepb.VerifyRequest{}), Response: msg(&lakepb.VerifyResult{}),
 		Stream: true, Scope: ScopeRead,
 		Description: "Check a table's objects against their rows' size and sha256, a few seconds per call",
+	},
+	{
+		Name: ActionCompact, Request: msg(&lakepb.CompactRequest{}), Response: msg(&lakepb.CompactResult{}),
+		Mutates: true, Scope: ScopeAdmin, Description: "Merge a table's small data files into large ones now",
 	},
 }
 

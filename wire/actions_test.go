@@ -8,7 +8,7 @@ import (
 // TestActionNames: the action types are part of the protocol between the
 // roles and clients; they must be distinct and stay in lake's namespace.
 func TestActionNames(t *testing.T) {
-	names := []string{ActionCreateTable, ActionListTables, ActionDescribeTable, ActionHistory, ActionSnapshot, ActionDiscover, ActionStatus, ActionVerify}
+	names := []string{ActionCreateTable, ActionListTables, ActionDescribeTable, ActionHistory, ActionSnapshot, ActionDiscover, ActionStatus, ActionVerify, ActionCompact}
 	seen := make(map[string]bool)
 	for _, n := range names {
 		if !strings.HasPrefix(n, "lake.") || strings.ContainsAny(n, " \t\n") {
@@ -51,6 +51,7 @@ func TestActionTable(t *testing.T) {
 		ActionDiscover:      {"DiscoverRequest", "StageDescriptor", false, false, true, ScopeRead},
 		ActionStatus:        {"StatusRequest", "ClusterStatus", false, false, false, ScopeRead},
 		ActionVerify:        {"VerifyRequest", "VerifyResult", true, false, false, ScopeRead},
+		ActionCompact:       {"CompactRequest", "CompactResult", false, true, false, ScopeAdmin},
 	}
 	seen := map[string]bool{}
 	for _, a := range Actions() {

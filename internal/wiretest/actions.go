@@ -29,6 +29,8 @@ func ActionRequest(name, table, fresh string) proto.Message {
 		return &lakepb.StatusRequest{}
 	case wire.ActionVerify:
 		return &lakepb.VerifyRequest{Table: table}
+	case wire.ActionCompact:
+		return &lakepb.CompactRequest{Table: table}
 	}
 	return nil
 }

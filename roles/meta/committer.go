@@ -26,7 +26,10 @@ const maxCommitAttempts = 8
 // admitted against the head, built into the next log record on top of
 // it, put if absent, applied to the index and memory, then acknowledged.
 //
-// To add a kind (delete, compact, expire: DESIGN §9, §11): write a
+// Compaction (compactKind, compact.go) is the second: its record removes
+// files, which logRecord.Removes says and table.advance applies.
+//
+// To add a kind (delete, expire: DESIGN §11): write a
 // commitKind whose build turns a group of its requests and the head (t's
 // files and rows, under t.writeMu) into the next record, give commitReq
 // the fields that kind's requests carry, and have the Service method
@@ -63,7 +66,8 @@ type commitReq struct {
 	rows     int64           // rows the change brings, recorded with its commit_id
 	done     chan commitResp // buffered: the committer never blocks on it
 
-	recs []arrow.RecordBatch // appendKind: the validated records
+	recs    []arrow.RecordBatch // appendKind: the validated records
+	compact *compaction         // compactKind: the files it swaps
 }
 
 // commitResp is a request's answer: the version that holds it.
@@ -92,7 +96,10 @@ type committer struct {
 	ix      *index
 	leading func() bool // canCommit
 	publish func(cluster.Head)
-	log     *slog.Logger
+	// afterCommit hears of every version this committer made, after its
+	// callers were answered (the background compactor listens).
+	afterCommit func(*table, *commitKind)
+	log         *slog.Logger
 }
 
 // submit queues req and waits for its answer, or for ctx. A caller that
@@ -224,6 +231,9 @@ func (c *committer) commitGroup(group []*commitReq) {
 			for _, tw := range twins[r] {
 				tw.reply(commitResp{version: version, rows: r.rows, duplicate: true})
 			}
+		}
+		if c.afterCommit != nil {
+			c.afterCommit(t, commit[0].kind)
 		}
 		return
 	}

@@ -54,8 +54,23 @@ type Config struct {
 	// background to check the tables' objects against their rows' size
 	// and sha256 (verify_background.go); 0 turns that off.
 	VerifyRate int64
-	Logger     *slog.Logger
+	// CompactMinFiles: the leader merges a table's small data files in
+	// the background once its current version has more than this many
+	// (0 turns that off; lake.table.compact still works). It bounds how
+	// many small files a table carries between compactions.
+	CompactMinFiles int
+	// CompactTargetSize is the size of data file compaction aims at; a
+	// file at least this large is not small and is never merged again.
+	CompactTargetSize int64
+	Logger            *slog.Logger
 }
+
+// Compaction defaults: a query over a table opens at most about 64 small
+// files beside its large ones, and a large file holds 128 MiB of rows.
+const (
+	DefaultCompactMinFiles   = 64
+	DefaultCompactTargetSize = 128 << 20
+)
 
 // DefaultConfig returns a Config with every tunable at its default.
 func DefaultConfig() Config {
@@ -66,6 +81,9 @@ func DefaultConfig() Config {
 		MaxGroupRequests: 512,
 		ForwardTimeout:   10 * time.Second,
 		VerifyRate:       DefaultVerifyRate,
+
+		CompactMinFiles:   DefaultCompactMinFiles,
+		CompactTargetSize: DefaultCompactTargetSize,
 	}
 }
 
@@ -92,6 +110,12 @@ func (c Config) Validate() error {
 	}
 	if c.VerifyRate < 0 {
 		errs = append(errs, fmt.Errorf("meta: VerifyRate must not be negative, got %d", c.VerifyRate))
+	}
+	if c.CompactMinFiles < 0 {
+		errs = append(errs, fmt.Errorf("meta: CompactMinFiles must not be negative, got %d", c.CompactMinFiles))
+	}
+	if c.CompactTargetSize <= 0 {
+		errs = append(errs, fmt.Errorf("meta: CompactTargetSize must be positive, got %d", c.CompactTargetSize))
 	}
 	return errors.Join(errs...)
 }

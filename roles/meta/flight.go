@@ -278,6 +278,12 @@ func (s *Service) actionHandlers() map[string]actionHandler {
 			return s.Status(ctx), nil
 		})},
 		wire.ActionVerify: {serve: streamed(s.Verify)},
+		wire.ActionCompact: {
+			serve: unary(func(ctx context.Context, req *lakepb.CompactRequest) (*lakepb.CompactResult, error) {
+				return s.Compact(ctx, req.GetTable())
+			}),
+			check: checked(compactCheck),
+		},
 	}
 }
 

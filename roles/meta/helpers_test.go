@@ -42,6 +42,7 @@ type fixture struct {
 	listen string
 
 	opts []grpc.ServerOption // extra server options (interceptors)
+	tune func(*Config)       // changes to the default config, when set
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -74,6 +75,9 @@ func (f *fixture) config() Config {
 	}
 	cfg.StageURI = "file://" + f.stage.Dir()
 	cfg.ServerOptions = f.opts
+	if f.tune != nil {
+		f.tune(&cfg)
+	}
 	if f.etcd != "" {
 		cfg.Listen = f.listen
 		ec := cluster.DefaultEtcdConfig()

@@ -42,6 +42,8 @@ type Service struct {
 	fwd     *forwarder  // a follower's one way to the leader
 	sync    syncQueue
 
+	compactQ compactQueue // tables the background compactor looks at
+
 	handlers map[string]actionHandler // the action table's handlers
 
 	ctx    context.Context // cancelled by Close; stops the committers
@@ -101,6 +103,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	s.handlers = s.actionHandlers()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sync.init()
+	s.compactQ.init()
 	s.reg = newRegistry(s.stage, ix, logger, s.startCommitter, s.cluster.Report)
 	if err := s.reg.load(ctx, cfg.StageURI); err != nil {
 		s.cancel()
@@ -126,6 +129,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.runCluster()
 	s.startVerifier()
+	s.startCompactor()
 	if s.lis != nil {
 		s.serve()
 	}
@@ -172,7 +176,8 @@ func (s *Service) CreateTable(ctx context.Context, name string, schema *arrow.Sc
 func (s *Service) startCommitter(t *table) {
 	t.commits = &committer{
 		t: t, queue: make(chan *commitReq, 4*s.cfg.MaxGroupRequests), maxGroup: s.cfg.MaxGroupRequests, stop: s.ctx,
-		reg: s.reg, stage: s.stage, store: s.store, ix: s.ix, leading: s.canCommit, publish: s.cluster.PublishHead, log: s.log,
+		reg: s.reg, stage: s.stage, store: s.store, ix: s.ix, leading: s.canCommit, publish: s.cluster.PublishHead,
+		afterCommit: s.afterCommit, log: s.log,
 	}
 	s.wg.Add(1)
 	go func() {
@@ -302,7 +307,7 @@ func (s *Service) Snapshot(ctx context.Context, name string, version, minVersion
 	}
 	snap.Version = *version
 	err = s.ix.records(t.id, 1, *version, false, func(r *logRecord) bool {
-		snap.Files = append(snap.Files, r.protoFiles()...)
+		snap.Files = r.applyFiles(snap.Files)
 		return true
 	})
 	return snap, err

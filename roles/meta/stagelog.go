@@ -12,9 +12,19 @@ import (
 	"github.com/lakedata/lake/wire/lakepb"
 )
 
-// recordFormat is the format of catalog entries and log records; their
-// keys are objects/layout's (DESIGN §2).
+// recordFormat is the format of catalog entries and of log records that
+// only add files; their keys are objects/layout's (DESIGN §2).
 const recordFormat = 1
+
+// removesFormat is the format of a log record that removes data files (a
+// compaction). Appends keep writing recordFormat, so a table that was
+// never compacted stays readable by the previous release; a release that
+// does not know removes refuses such a record instead of reading every
+// row twice.
+const removesFormat = 2
+
+// Kinds of log record other than appends (logRecord.Kind).
+const kindCompact = "compact"
 
 // catalogEntry is _lake/catalog/<name>.json: the commit point of a table's
 // creation. Put-if-absent makes exactly one of racing creators win.
@@ -26,8 +36,9 @@ type catalogEntry struct {
 }
 
 // logRecord is one version of a table: _lake/tables/<id>/log/<version>.json.
-// Version 0 is the creation and carries the schema; every later version is
-// an append that adds data files.
+// Version 0 is the creation and carries the schema; a later version adds
+// data files (an append) or replaces some by others holding the same rows
+// (a compaction: Kind "compact", Removes, Rows 0).
 type logRecord struct {
 	Format      int          `json:"format"`
 	TableID     string       `json:"table_id"`
@@ -35,9 +46,11 @@ type logRecord struct {
 	CommittedAt time.Time    `json:"committed_at"`
 	Name        string       `json:"name,omitempty"`   // version 0
 	Schema      []byte       `json:"schema,omitempty"` // version 0: IPC schema
+	Kind        string       `json:"kind,omitempty"`   // "" is an append
 	Files       []dataFile   `json:"files,omitempty"`
+	Removes     []string     `json:"removes,omitempty"` // keys of data files the version drops
 	Commits     []commitMark `json:"commits,omitempty"`
-	Rows        int64        `json:"rows"`
+	Rows        int64        `json:"rows"` // rows the version adds
 }
 
 type dataFile struct {
@@ -55,8 +68,10 @@ type commitMark struct {
 
 func (r *logRecord) validate(tableID string, version int64) error {
 	switch {
-	case r.Format != recordFormat:
+	case r.Format != recordFormat && r.Format != removesFormat:
 		return fmt.Errorf("log record format %d is not supported", r.Format)
+	case len(r.Removes) > 0 && r.Format < removesFormat:
+		return fmt.Errorf("log record of format %d removes files", r.Format)
 	case r.TableID != tableID:
 		return fmt.Errorf("log record belongs to table %q, not %q", r.TableID, tableID)
 	case r.Version != version:
@@ -71,6 +86,36 @@ func (r *logRecord) protoFiles() []*lakepb.DataFile {
 	out := make([]*lakepb.DataFile, len(r.Files))
 	for i, f := range r.Files {
 		out[i] = &lakepb.DataFile{Key: f.Key, Rows: f.Rows, Size: f.Size}
+	}
+	return out
+}
+
+// applyFiles returns files, the data files of the version before r, as
+// they are after r: without the ones r removes, with the ones r adds in
+// the place of the first one removed (so the order of rows stays close to
+// the order they came in), or at the end.
+func (r *logRecord) applyFiles(files []*lakepb.DataFile) []*lakepb.DataFile {
+	if len(r.Removes) == 0 {
+		return append(files, r.protoFiles()...)
+	}
+	gone := make(map[string]bool, len(r.Removes))
+	for _, k := range r.Removes {
+		gone[k] = true
+	}
+	out := make([]*lakepb.DataFile, 0, len(files)-len(r.Removes)+len(r.Files))
+	added := false
+	for _, f := range files {
+		if !gone[f.Key] {
+			out = append(out, f)
+			continue
+		}
+		if !added {
+			out = append(out, r.protoFiles()...)
+			added = true
+		}
+	}
+	if !added {
+		out = append(out, r.protoFiles()...)
 	}
 	return out
 }

@@ -18,6 +18,7 @@ type table struct {
 	schemaRaw []byte
 	createdAt time.Time
 	commits   *committer // takes every change to the table
+	compactMu sync.Mutex // one compaction of the table at a time
 
 	// writeMu is held while the index of this table changes: by the
 	// committer while it admits and commits one version, by the registry's
@@ -55,7 +56,7 @@ func (t *table) advance(recs []*logRecord) int64 {
 		if r.Version <= t.head {
 			continue
 		}
-		t.files = append(t.files, r.protoFiles()...)
+		t.files = r.applyFiles(t.files)
 		t.rows += r.Rows
 		t.head = r.Version
 	}

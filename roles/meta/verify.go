@@ -65,12 +65,13 @@ type verifyObject struct {
 // that versions from..to of t added, sorted by key, with their claims in
 // row order.
 //
-// Versions only add data files today, so the rows of version N are those
-// of the files added by versions 1..N, and every older version's rows are
-// among them: a run over all retained versions and a run over the current
-// one read the same list. When a version can drop files (deletes,
-// compaction), the all-versions run must gather each retained version's
-// files instead.
+// Appends only add data files, and a compaction's files hold copies of
+// rows that earlier versions added, so its files are skipped: the rows of
+// version N are those of the files appends added in versions 1..N, and
+// every older version's rows are among them, so a run over all retained
+// versions and a run over the current one read the same list. When a
+// version can drop rows (deletes, expiry), the all-versions run must
+// gather each retained version's files instead.
 func (s *Service) objectsOf(ctx context.Context, t *table, from, to int64) ([]verifyObject, error) {
 	type fileAt struct {
 		key     string
@@ -78,6 +79,9 @@ func (s *Service) objectsOf(ctx context.Context, t *table, from, to int64) ([]ve
 	}
 	var files []fileAt
 	err := s.ix.records(t.id, from, to, false, func(r *logRecord) bool {
+		if r.Kind == kindCompact {
+			return true
+		}
 		for _, f := range r.Files {
 			files = append(files, fileAt{f.Key, r.Version})
 		}

@@ -1636,6 +1636,122 @@ func (x *VerifyCursor) GetPartialState() []byte {
 	return nil
 }
 
+// lake.table.compact: merge the table's small data files into large ones
+// now, as one new version whose rows are those of the current one. A
+// table with nothing to merge commits no version: the answer then names
+// the current version, with files_before equal to files_after.
+type CompactRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactRequest) Reset() {
+	*x = CompactRequest{}
+	mi := &file_wire_action_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactRequest) ProtoMessage() {}
+
+func (x *CompactRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
+func (*CompactRequest) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CompactRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+type CompactResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Version       int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	FilesBefore   int64                  `protobuf:"varint,3,opt,name=files_before,json=filesBefore,proto3" json:"files_before,omitempty"` // data files of the version before
+	FilesAfter    int64                  `protobuf:"varint,4,opt,name=files_after,json=filesAfter,proto3" json:"files_after,omitempty"`    // data files of the version
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactResult) Reset() {
+	*x = CompactResult{}
+	mi := &file_wire_action_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactResult) ProtoMessage() {}
+
+func (x *CompactResult) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactResult.ProtoReflect.Descriptor instead.
+func (*CompactResult) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *CompactResult) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *CompactResult) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *CompactResult) GetFilesBefore() int64 {
+	if x != nil {
+		return x.FilesBefore
+	}
+	return 0
+}
+
+func (x *CompactResult) GetFilesAfter() int64 {
+	if x != nil {
+		return x.FilesAfter
+	}
+	return 0
+}
+
 var File_wire_action_proto protoreflect.FileDescriptor
 
 const file_wire_action_proto_rawDesc = "" +
@@ -1767,7 +1883,15 @@ const file_wire_action_proto_rawDesc = "" +
 	"\vpartial_key\x18\x05 \x01(\tR\n" +
 	"partialKey\x12%\n" +
 	"\x0epartial_offset\x18\x06 \x01(\x03R\rpartialOffset\x12#\n" +
-	"\rpartial_state\x18\a \x01(\fR\fpartialState*\xda\x01\n" +
+	"\rpartial_state\x18\a \x01(\fR\fpartialState\"&\n" +
+	"\x0eCompactRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\"\x83\x01\n" +
+	"\rCompactResult\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12!\n" +
+	"\ffiles_before\x18\x03 \x01(\x03R\vfilesBefore\x12\x1f\n" +
+	"\vfiles_after\x18\x04 \x01(\x03R\n" +
+	"filesAfter*\xda\x01\n" +
 	"\rVerifyProblem\x12\x1e\n" +
 	"\x1aVERIFY_PROBLEM_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bVERIFY_PROBLEM_SIZE_DIFFERS\x10\x01\x12!\n" +
@@ -1789,7 +1913,7 @@ func file_wire_action_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_action_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_wire_action_proto_goTypes = []any{
 	(VerifyProblem)(0),           // 0: lake.action.VerifyProblem
 	(*CreateTableRequest)(nil),   // 1: lake.action.CreateTableRequest
@@ -1813,6 +1937,8 @@ var file_wire_action_proto_goTypes = []any{
 	(*VerifyMismatch)(nil),       // 19: lake.action.VerifyMismatch
 	(*VerifyProgress)(nil),       // 20: lake.action.VerifyProgress
 	(*VerifyCursor)(nil),         // 21: lake.action.VerifyCursor
+	(*CompactRequest)(nil),       // 22: lake.action.CompactRequest
+	(*CompactResult)(nil),        // 23: lake.action.CompactResult
 }
 var file_wire_action_proto_depIdxs = []int32{
 	2,  // 0: lake.action.TableList.tables:type_name -> lake.action.TableInfo
@@ -1848,7 +1974,7 @@ func file_wire_action_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_action_proto_rawDesc), len(file_wire_action_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
