@@ -15,9 +15,10 @@ import (
 // serveOptions are the flags of `lake serve` (DESIGN §6), bound straight
 // into the server's Config but for the two that need parsing.
 type serveOptions struct {
-	cfg        server.Config
-	etcd       string
-	verifyRate byteRate
+	cfg           server.Config
+	etcd          string
+	verifyRate    byteRate
+	compactTarget byteRate // a size; parsed as a rate is, "128MiB"
 }
 
 func (o *serveOptions) addFlags(cmd *cobra.Command) {
@@ -51,6 +52,9 @@ func (o *serveOptions) addFlags(cmd *cobra.Command) {
 	f.DurationVar(&c.SessionTTL, "session-ttl", c.SessionTTL, "meta with --etcd: leadership lease TTL, whole seconds; a dead leader is replaced after at most this long")
 	o.verifyRate = byteRate(c.VerifyRate)
 	f.Var(&o.verifyRate, "verify-rate", "meta: bytes per second the leader reads to check the tables' objects against their rows' size and sha256 in the background, e.g. 64MiB; 0 turns it off")
+	f.IntVar(&c.CompactMinFiles, "compact-min-files", c.CompactMinFiles, "meta: the leader merges a table's small data files once it has more than this many; 0 turns background compaction off (lake table compact still works)")
+	o.compactTarget = byteRate(c.CompactTargetSize)
+	f.Var(&o.compactTarget, "compact-target-size", "meta: size of the data files compaction writes, e.g. 128MiB; smaller files count as small")
 }
 
 func newServeCommand(g *globalOptions) *cobra.Command {
@@ -109,6 +113,7 @@ func (o *serveOptions) config(logger *slog.Logger) server.Config {
 		cfg.Etcd = strings.Split(o.etcd, ",")
 	}
 	cfg.VerifyRate = int64(o.verifyRate)
+	cfg.CompactTargetSize = int64(o.compactTarget)
 	cfg.Version = version
 	cfg.Logger = logger
 	return cfg

@@ -25,10 +25,12 @@ version 0 is its creation and every append commits the next version.` + endpoint
 		Example: `  lake table create videos
   lake table ls
   lake table describe videos
-  lake table history videos --limit 5`,
+  lake table history videos --limit 5
+  lake table compact videos`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newTableCreateCommand(g), newTableLsCommand(g), newTableDescribeCommand(g), newTableHistoryCommand(g))
+	cmd.AddCommand(newTableCreateCommand(g), newTableLsCommand(g), newTableDescribeCommand(g), newTableHistoryCommand(g),
+		newTableCompactCommand(g))
 	return cmd
 }
 
@@ -286,6 +288,50 @@ func runTableHistory(ctx context.Context, c *client.Client, name string, limit i
 			v.GetRows(), len(v.GetFiles()), commitIDs(v))
 	}
 	return tw.Flush()
+}
+
+// tableCompactOptions are the flags of `lake table compact`.
+type tableCompactOptions struct {
+	endpointOptions
+}
+
+func (o *tableCompactOptions) addFlags(cmd *cobra.Command) { o.endpointOptions.addFlags(cmd) }
+
+func newTableCompactCommand(g *globalOptions) *cobra.Command {
+	o := &tableCompactOptions{}
+	cmd := &cobra.Command{
+		Use:   "compact NAME",
+		Short: "Merge a table's small data files into large ones now",
+		Long: `Merge a table's small data files into large ones now, as one new version
+with the same rows (history shows it adding 0 rows). The leader also does
+this by itself once a table has more than --compact-min-files small files;
+older versions keep their files for time travel. Needs an admin token.` + endpointHelp,
+		Example: `  lake table compact videos`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.connect(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return runTableCompact(cmd.Context(), c, args[0], cmd.OutOrStdout())
+		},
+	}
+	o.addFlags(cmd)
+	return cmd
+}
+
+func runTableCompact(ctx context.Context, c *client.Client, name string, w io.Writer) error {
+	res, err := c.Compact(ctx, name)
+	if err != nil {
+		return err
+	}
+	if res.GetFilesAfter() == res.GetFilesBefore() {
+		_, err = fmt.Fprintf(w, "%s: nothing to compact at version %d (data files: %d)\n", res.GetTable(), res.GetVersion(), res.GetFilesAfter())
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s: version %d, %d data files → %d\n", res.GetTable(), res.GetVersion(), res.GetFilesBefore(), res.GetFilesAfter())
+	return err
 }
 
 func commitIDs(v *lakepb.VersionInfo) string {

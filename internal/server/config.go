@@ -100,6 +100,11 @@ type Config struct {
 	// VerifyRate is the bytes per second meta's background verifier reads;
 	// 0 turns it off.
 	VerifyRate int64
+	// CompactMinFiles and CompactTargetSize are meta's compaction
+	// trigger and file size (meta.Config); 0 files turns the background
+	// compaction off.
+	CompactMinFiles   int
+	CompactTargetSize int64
 
 	// Version is reported through GetSqlInfo.
 	Version string
@@ -124,6 +129,9 @@ func DefaultConfig() Config {
 		SessionTTL:       e.TTL,
 		VerifyRate:       m.VerifyRate,
 		Version:          q.Version,
+
+		CompactMinFiles:   m.CompactMinFiles,
+		CompactTargetSize: m.CompactTargetSize,
 	}
 }
 
@@ -246,6 +254,12 @@ func (c Config) Validate() error {
 		}
 		if c.VerifyRate < 0 {
 			errs = append(errs, fmt.Errorf("--verify-rate must not be negative, got %d", c.VerifyRate))
+		}
+		if c.CompactMinFiles < 0 {
+			errs = append(errs, fmt.Errorf("--compact-min-files must not be negative, got %d", c.CompactMinFiles))
+		}
+		if c.CompactTargetSize <= 0 {
+			errs = append(errs, fmt.Errorf("--compact-target-size must be positive, got %d", c.CompactTargetSize))
 		}
 		if len(c.Etcd) > 0 {
 			if _, err := c.etcdConfig(nil); err != nil {

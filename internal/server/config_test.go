@@ -44,6 +44,8 @@ func TestValidateRefuses(t *testing.T) {
 			c.Role, c.Etcd, c.SessionTTL = RoleMeta, []string{"http://127.0.0.1:2379"}, 1500*time.Millisecond
 		}, []string{"TTL must be a whole number of seconds"}},
 		{"query bounds", func(c *Config) { c.RelayBuffer, c.Threads = 0, -1 }, []string{"RelayBuffer must be positive", "Threads must not be negative"}},
+		{"compaction bounds", func(c *Config) { c.CompactMinFiles, c.CompactTargetSize = -1, 0 },
+			[]string{"--compact-min-files must not be negative", "--compact-target-size must be positive"}},
 		{"everything at once", func(c *Config) {
 			c.Role, c.Etcd, c.Listen, c.Meta, c.TLSKey = RoleQuery, []string{"http://127.0.0.1:2379"}, "0.0.0.0:1", "", "key.pem"
 		}, []string{"--etcd and --advertise", "--tls-cert and --tls-key", "reachable from other machines", "--meta is required"}},

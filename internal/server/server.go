@@ -128,6 +128,7 @@ func (s *Server) openMeta(ctx context.Context, cfg Config, opts []grpc.ServerOpt
 	mc.ServerOptions, mc.TokensRequired = opts, len(tokens) > 0
 	mc.Logger = logger
 	mc.VerifyRate = cfg.VerifyRate
+	mc.CompactMinFiles, mc.CompactTargetSize = cfg.CompactMinFiles, cfg.CompactTargetSize
 	s.meta, err = meta.Open(ctx, mc)
 	return err
 }
