@@ -24,8 +24,9 @@
 //   - each table's committer (committer.go) commits every change to it: group
 //     commit, commit_id and expected_version, the put-if-absent of the next
 //     log record, catch-up and retry after a lost race. A kind of commit
-//     builds the next record from the head; appends (append.go) are the
-//     first kind, and deletes, compactions and expiry are to be more;
+//     builds the next record from the head: appends (append.go) and
+//     compactions (compact.go, merged beside the committer, swapped in as
+//     one version), and deletes and expiry are to be more;
 //   - the forwarder (forwarder.go) is a follower's one path to the leader
 //     for every mutation, Flight's and the Go API's alike, with the guard
 //     that keeps two nodes from bouncing a forwarded call;
