@@ -134,7 +134,7 @@ func TestCompactionBesideAppends(t *testing.T) {
 		t.Fatal(err)
 	}
 	metaArgs[3] = "127.0.0.1:" + strconv.Itoa(portOf(t, m.Addr())) // the query role knows this address
-	m = startLake(t, metaArgs...)
+	startLake(t, metaArgs...) // stopped by the test's cleanup
 	waitForTable(t, admin)
 	check("after meta rebuilt its index")
 }
