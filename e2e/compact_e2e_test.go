@@ -134,7 +134,8 @@ func TestCompactionBesideAppends(t *testing.T) {
 		t.Fatal(err)
 	}
 	metaArgs[3] = "127.0.0.1:" + strconv.Itoa(portOf(t, m.Addr())) // the query role knows this address
-	startLake(t, metaArgs...) // stopped by the test's cleanup
+	// The restarted meta is stopped by the test's cleanup.
+	startLake(t, metaArgs...)
 	waitForTable(t, admin)
 	check("after meta rebuilt its index")
 }
