@@ -18,6 +18,9 @@ import (
 	"github.com/duckdb/duckdb-go/v2"
 
 	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/objects/local"
+	"github.com/lakedata/lake/roles/meta"
+	"github.com/lakedata/lake/roles/query"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -177,7 +180,8 @@ func benchSelectOne(b *testing.B, text func(int) string) {
 // in one file; ratio = many / one. It is what compaction will fix.
 func BenchmarkAggregateManyFiles(b *testing.B) {
 	const files = 1000
-	l := newLake(b)
+	// Without compaction: this measures what a table of many files costs.
+	l := newLakeTuned(b, func(_ *local.Store, m *meta.Config, _ *query.Config) { m.CompactMinFiles = 0 })
 	l.createTable("many", wire.DefaultSchema())
 	l.createTable("one", wire.DefaultSchema())
 	for i := range files {
