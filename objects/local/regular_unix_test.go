@@ -5,18 +5,17 @@ package local_test
 import (
 	"bytes"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/local"
+	"github.com/lakedata/lake/objects/objectstest"
 )
 
 const catalogKey = "_lake/catalog/t.json"
@@ -92,31 +91,7 @@ func wantRefused(t *testing.T, s *local.Store, key string, want error) {
 	if in, err := s.Stat(t.Context(), key); !errors.Is(err, want) {
 		t.Errorf("Stat(%q) = %+v, %v; want %v", key, in, err, want)
 	}
-	type result struct {
-		data []byte
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		rc, err := s.Open(t.Context(), key, 0, -1)
-		if err != nil {
-			done <- result{err: err}
-			return
-		}
-		defer rc.Close()
-		b, _ := io.ReadAll(rc)
-		done <- result{data: b}
-	}()
-	select {
-	case r := <-done:
-		if r.err == nil {
-			t.Errorf("Open(%q) served %q, want %v", key, r.data, want)
-		} else if !errors.Is(r.err, want) {
-			t.Errorf("Open(%q) = %v, want %v", key, r.err, want)
-		}
-	case <-time.After(5 * time.Second):
-		t.Errorf("Open(%q) blocked for 5s, want %v at once", key, want)
-	}
+	objectstest.WantOpenRefused(t, s, key, want)
 	dir := key[:strings.LastIndexByte(key, '/')+1]
 	for in, err := range s.List(t.Context(), dir) {
 		if err != nil {
