@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/lakedata/lake/internal/failpoint"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/layout"
 	"github.com/lakedata/lake/wire"
@@ -21,6 +22,10 @@ import (
 // swaps them is a commitKind, so an append waits for at most that one
 // short commit. Rows never change and FILE objects are never read: only
 // data files (metadata rows) are.
+
+// FailCompactBeforeCommit is the failpoint (internal/failpoint) between
+// writing a compaction's merged files and committing its log record.
+const FailCompactBeforeCommit = "meta-compact-before-commit"
 
 // maxCompactAttempts bounds how often a compaction starts over because
 // the files it merged were gone when it came to commit (another
@@ -119,6 +124,9 @@ func (s *Service) compact(ctx context.Context, t *table, minFiles int) (*lakepb.
 				cp.removes = append(cp.removes, f.Key)
 			}
 		}
+		// A crash here leaves merged files that no record names: garbage
+		// for the collector, never a row read twice.
+		failpoint.Hit(FailCompactBeforeCommit)
 		resp := t.commits.submit(ctx, &commitReq{kind: compactKind, compact: cp})
 		if errors.Is(resp.err, errCompactConflict) && attempt < maxCompactAttempts {
 			s.discardFiles(cp.adds) // no record names them
