@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -58,7 +59,8 @@ func appendResult(t *table, r commitResp) *lakepb.AppendResult {
 // value against the stage (exists, size matches; the bytes are never read).
 func (s *Service) validateRows(ctx context.Context, t *table, recs []arrow.RecordBatch) (int64, error) {
 	var rows, size int64
-	checked := make(map[string]int64) // key → size verified in the stage
+	var checks []objectCheck
+	seen := make(map[wire.FileValue]bool) // many rows may name one object: stat it once
 	for _, rec := range recs {
 		if err := wire.CheckAppendSchema(t.schema, rec.Schema()); err != nil {
 			return 0, err
@@ -78,17 +80,12 @@ func (s *Service) validateRows(ctx context.Context, t *table, recs []arrow.Recor
 				return 0, fmt.Errorf("column %q: %w", f.Name, err)
 			}
 			for j, v := range values {
-				if !valid[j] {
+				id := wire.FileValue{Key: v.Key, Size: v.Size}
+				if !valid[j] || seen[id] {
 					continue
 				}
-				// Many rows may name one object: stat it once.
-				if size, ok := checked[v.Key]; ok && size == v.Size {
-					continue
-				}
-				if err := s.checkObject(ctx, v); err != nil {
-					return 0, fmt.Errorf("column %q row %d: %w", f.Name, j, err)
-				}
-				checked[v.Key] = v.Size
+				seen[id] = true
+				checks = append(checks, objectCheck{column: f.Name, row: j, value: v})
 			}
 		}
 	}
@@ -98,7 +95,57 @@ func (s *Service) validateRows(ctx context.Context, t *table, recs []arrow.Recor
 	if size > s.cfg.MaxAppendBytes {
 		return 0, fmt.Errorf("%w: the append holds %d bytes of Arrow data, at most %d; split it", wire.ErrInvalidRequest, size, s.cfg.MaxAppendBytes)
 	}
+	if err := s.checkObjects(ctx, checks); err != nil {
+		return 0, err
+	}
 	return rows, nil
+}
+
+// objectCheck is one FILE value an append names, and where.
+type objectCheck struct {
+	column string
+	row    int
+	value  wire.FileValue
+}
+
+// statConcurrency bounds the stats one append runs at once. A batch of
+// hundreds of rows (a bulk put) then costs a few round trips to S3, not
+// one per row, and a single append cannot flood the stage.
+const statConcurrency = 16
+
+// checkObjects stats every object in checks, statConcurrency at a time,
+// and returns the error of the first check (in row order) that failed.
+func (s *Service) checkObjects(ctx context.Context, checks []objectCheck) error {
+	errs := make([]error, len(checks))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(statConcurrency, len(checks)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if errs[i] = s.checkObject(ctx, checks[i].value); errs[i] != nil {
+					cancel() // the append fails anyway: stop statting
+				}
+			}
+		}()
+	}
+	for i := range checks {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("column %q row %d: %w", checks[i].column, checks[i].row, err)
+		}
+	}
+	return ctx.Err()
 }
 
 func (s *Service) checkObject(ctx context.Context, v wire.FileValue) error {
