@@ -47,6 +47,7 @@ const (
 	KindData                       // _lake/tables/<id>/data/<file>.parquet
 	KindCheckpoint                 // _lake/tables/<id>/checkpoints/<version>.json
 	KindMetadata                   // _lake/tables/<id>/metadata/<file>
+	KindLastCheckpoint             // _lake/tables/<id>/checkpoints/_last.json
 )
 
 func (k Kind) String() string {
@@ -61,6 +62,8 @@ func (k Kind) String() string {
 		return "checkpoint"
 	case KindMetadata:
 		return "metadata"
+	case KindLastCheckpoint:
+		return "last checkpoint"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -98,6 +101,18 @@ func CheckpointPrefix(tableID string) string { return TablePrefix(tableID) + che
 // CheckpointKey is the checkpoint of a table's state at version.
 func CheckpointKey(tableID string, version int64) string {
 	return CheckpointPrefix(tableID) + versionName(version) + recordExt
+}
+
+// lastCheckpointFile is the one file of the checkpoint directory that is
+// not a version: it cannot be one, since it does not start with a digit.
+const lastCheckpointFile = "_last" + recordExt
+
+// LastCheckpointKey names the newest checkpoint of a table, as Delta's
+// _last_checkpoint does. It is overwritten, so it is only a hint: it may
+// lag behind (a crash between a checkpoint and its hint) and readers read
+// the log on from the version it names.
+func LastCheckpointKey(tableID string) string {
+	return CheckpointPrefix(tableID) + lastCheckpointFile
 }
 
 // MetadataPrefix holds the table's Iceberg metadata (DESIGN §14); the
@@ -139,6 +154,8 @@ func (k Key) String() string {
 		return CheckpointKey(k.TableID, k.Version)
 	case KindMetadata:
 		return MetadataKey(k.TableID, k.File)
+	case KindLastCheckpoint:
+		return LastCheckpointKey(k.TableID)
 	}
 	return ""
 }
@@ -173,7 +190,13 @@ func Parse(key string) (Key, error) {
 	// ValidateKey already refused empty, "." and ".." segments.
 	k := Key{TableID: id}
 	switch dir {
-	case logDir, checkpointDir:
+	case checkpointDir:
+		if file == lastCheckpointFile {
+			k.Kind = KindLastCheckpoint
+			break
+		}
+		fallthrough
+	case logDir:
 		v, ok := parseVersion(file)
 		if !ok {
 			return bad("does not name a version")

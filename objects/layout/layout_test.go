@@ -25,6 +25,7 @@ func TestKeys(t *testing.T) {
 		{layout.DataKey(id, "f"), "_lake/tables/" + id + "/data/f.parquet"},
 		{layout.CheckpointPrefix(id), "_lake/tables/" + id + "/checkpoints/"},
 		{layout.CheckpointKey(id, 7), "_lake/tables/" + id + "/checkpoints/00000000000000000007.json"},
+		{layout.LastCheckpointKey(id), "_lake/tables/" + id + "/checkpoints/_last.json"},
 		{layout.MetadataPrefix(id), "_lake/tables/" + id + "/metadata/"},
 		{layout.MetadataKey(id, "v3.metadata.json"), "_lake/tables/" + id + "/metadata/v3.metadata.json"},
 	} {
@@ -64,6 +65,7 @@ func TestParse(t *testing.T) {
 		{"_lake/tables/" + id + "/log/09223372036854775807.json", layout.Key{Kind: layout.KindLog, TableID: id, Version: math.MaxInt64}},
 		{"_lake/tables/t/data/a.parquet", layout.Key{Kind: layout.KindData, TableID: "t", File: "a"}},
 		{"_lake/tables/t/checkpoints/00000000000000000100.json", layout.Key{Kind: layout.KindCheckpoint, TableID: "t", Version: 100}},
+		{"_lake/tables/t/checkpoints/_last.json", layout.Key{Kind: layout.KindLastCheckpoint, TableID: "t"}},
 		{"_lake/tables/t/metadata/v1.metadata.json", layout.Key{Kind: layout.KindMetadata, TableID: "t", File: "v1.metadata.json"}},
 	} {
 		got, err := layout.Parse(c.key)
@@ -89,7 +91,7 @@ func TestParseRefuses(t *testing.T) {
 		"_lake/tables/t/log/000000000000000000001.json", "_lake/tables/t/log/00000000000000000001",
 		"_lake/tables/t/log/+0000000000000000001.json", "_lake/tables/t/log/-0000000000000000001.json",
 		"_lake/tables/t/log/0000000000000000000a.json", "_lake/tables/t/log/99999999999999999999.json",
-		"_lake/tables/t/log/09223372036854775808.json",
+		"_lake/tables/t/log/09223372036854775808.json", "_lake/tables/t/log/_last.json", "_lake/tables/t/checkpoints/last.json",
 		"_lake/tables/t/data/a.csv", "_lake/tables/t/data/.parquet", "_lake/tables/t/data/x/a.parquet",
 		"_lake/tables/t/other/a", "_lake/tables//log/00000000000000000001.json",
 		"_lake/tables/../log/00000000000000000001.json", "/_lake/catalog/a.json",
@@ -111,7 +113,7 @@ func FuzzParse(f *testing.F) {
 		"_lake/tables/" + id + "/data/" + id + ".parquet",
 		"_lake/tables/t/checkpoints/00000000000000000100.json",
 		"_lake/tables/t/metadata/v1.metadata.json",
-		"_lake/tables/t/log/09223372036854775808.json",
+		"_lake/tables/t/log/09223372036854775808.json", "_lake/tables/t/log/_last.json", "_lake/tables/t/checkpoints/last.json",
 		"objects/2026/01/x/a.mp4",
 	} {
 		f.Add(s)
