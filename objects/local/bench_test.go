@@ -2,10 +2,14 @@ package local_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/objects/local"
 )
 
 // benchKey has the depth of a minted object key: a metadata node stats one
@@ -52,4 +56,37 @@ func benchStore(b *testing.B, m resolveMode) objects.Store {
 		b.Fatal(err)
 	}
 	return s
+}
+
+// BenchmarkPutSmall puts 64 KiB objects from 8 goroutines, as `lake put
+// -r --jobs 8` does, under keys of two layouts: one new directory per
+// object (objects/<yyyy>/<mm>/<uuid>/<name>) and objects side by side in
+// a shared directory (objects/<yyyy>/<mm>/<dd>/<uuid>-<name>). It reports
+// the fsyncs of each put.
+func BenchmarkPutSmall(b *testing.B) {
+	data := make([]byte, 64<<10)
+	for _, layout := range []struct {
+		name string
+		key  func(i int64) string
+	}{
+		{"dir-per-object", func(i int64) string { return fmt.Sprintf("objects/2026/03/%016x/img.jpg", i) }},
+		{"shared-dir", func(i int64) string { return fmt.Sprintf("objects/2026/03/09/%016x-img.jpg", i) }},
+	} {
+		b.Run(layout.name, func(b *testing.B) {
+			s := open(b, b.TempDir())
+			var next atomic.Int64
+			b.SetBytes(int64(len(data)))
+			b.SetParallelism(8 / runtime.GOMAXPROCS(0))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := s.Put(b.Context(), layout.key(next.Add(1)), bytes.NewReader(data), objects.PutOptions{}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(local.Syncs(s))/float64(b.N), "fsyncs/op")
+		})
+	}
 }

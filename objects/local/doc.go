@@ -6,9 +6,18 @@
 // (Put) or link(2) (PutIfAbsent) — after fsyncing it, and fsync the
 // directories on the key's path afterwards, so a published object survives a
 // crash whole or not at all. link(2) fails with EEXIST when the key is taken,
-// which is what makes PutIfAbsent a safe commit point (DESIGN §2). Open
-// removes temp files older than a day that crashed writers left behind; it
-// leaves younger ones alone because other processes may be writing them.
+// which is what makes PutIfAbsent a safe commit point (DESIGN §2).
+//
+// Those fsyncs are what durability needs and no more: the temp file, the
+// directory that gains the entry, and, for each directory on the way to
+// root that is new or not yet known, its parent. The Store remembers the
+// directories it made durable (by identity, so one removed and made again
+// counts as new), so a put into a directory in use costs two fsyncs, and
+// one that creates a directory under a known one three.
+//
+// Open removes temp files older than a day that crashed writers left
+// behind; it leaves younger ones alone because other processes may be
+// writing them.
 //
 // Every path is resolved through an os.Root, so neither a key nor a symbolic
 // link inside the stage can reach a file outside root. Keys are checked with
@@ -28,8 +37,9 @@
 //     "a/b" exists, Put("a") fails, and the other way round. The stage's own
 //     key layouts never do this.
 //   - Delete removes parent directories it leaves empty (never root), so
-//     minted keys like objects/<yyyy>/<mm>/<uuid>/<name> do not leave a trail
-//     of empty directories; writers retry when a concurrent Delete removes a
+//     the day directories of minted keys (objects/<yyyy>/<mm>/<dd>/…), and
+//     the per-object ones of keys minted before, do not leave a trail of
+//     empty directories; writers retry when a concurrent Delete removes a
 //     directory they just made.
 //   - List gathers every match under the prefix's directory before yielding
 //     the first one, because directory order is not key order.

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -58,10 +59,12 @@ var bufPool = sync.Pool{New: func() any {
 // Store is a stage in a local directory. It is safe for concurrent use, also
 // by several processes sharing the directory.
 type Store struct {
-	root   *os.Root
-	res    resolver // Open, Stat and List: no symbolic links followed
-	dir    string
-	logger *slog.Logger
+	root    *os.Root
+	res     resolver // Open, Stat and List: no symbolic links followed
+	dir     string
+	logger  *slog.Logger
+	durable durableDirs
+	syncs   atomic.Int64 // fsyncs made, files and directories
 }
 
 // Open opens the stage at dir, creating it if missing, and removes temp files
@@ -219,7 +222,7 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, total int64, p
 	if err != nil {
 		return objects.Info{}, fmt.Errorf("local: put %s: %w", key, err)
 	}
-	if err := f.Sync(); err != nil {
+	if err := s.sync(f); err != nil {
 		return objects.Info{}, fmt.Errorf("local: put %s: sync: %w", key, err)
 	}
 	// rename(2) keeps the mtime, so this is what Stat and List report later
@@ -324,7 +327,7 @@ func (s *Store) PrepareIfAbsent(ctx context.Context, key string, data []byte) (o
 	}
 	_, err = f.Write(data)
 	if err == nil {
-		err = f.Sync()
+		err = s.sync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -365,57 +368,75 @@ func (p *prepared) Publish(ctx context.Context) error {
 
 func (p *prepared) Discard() { p.s.root.Remove(p.tmp) }
 
-// publish runs place (the rename or link onto key) and fsyncs what changed:
-// the key's directory, and its ancestors too when they had to be created.
-// Syncing only the parent in the common case saves a directory fsync per
-// level on every commit; an existing ancestor was synced by whoever created
-// it, before that Put returned.
+// publish runs place (the rename or link onto key), creating the key's
+// directories when missing, then fsyncs what durability needs: the key's
+// directory, for its new entry, and each directory on the way up whose own
+// entry is not yet known durable (see durableDirs).
 func (s *Store) publish(key string, place func() error) error {
 	dir := path.Dir(key)
 	err := place()
-	if err == nil {
-		return s.syncDir(dir)
-	}
 	for attempt := 1; errors.Is(err, fs.ErrNotExist) && dir != "." && attempt <= publishAttempts; attempt++ {
 		// The directory is missing: make it, or a concurrent Delete
-		// removed it as empty between MkdirAll and place.
+		// removed it as empty between MkdirAll and place. What was known
+		// of it is stale; of an ancestor that was recreated, its identity
+		// tells.
+		s.durable.forget(dir)
 		if err := s.root.MkdirAll(dir, dirPerm); err != nil {
 			return err
 		}
-		if err = place(); err == nil {
-			return s.syncDirs(dir)
-		}
+		err = place()
 	}
-	return err
-}
-
-// syncDirs fsyncs dir and every ancestor up to root: the MkdirAll above, or
-// a concurrent writer's, may just have created any of them.
-func (s *Store) syncDirs(dir string) error {
-	for {
-		if err := s.syncDir(dir); err != nil {
-			return err
-		}
-		if dir == "." {
-			return nil
-		}
-		dir = path.Dir(dir)
-	}
-}
-
-func (s *Store) syncDir(dir string) error {
-	d, err := s.root.Open(dir)
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
+	return s.syncUp(dir)
+}
+
+// syncUp fsyncs dir, which has just gained an entry, and then the parent
+// of every directory on the way to root whose entry is not known durable,
+// up to the first that is: a new directory (this put's, or one another
+// writer made and has not synced yet) is durable only once its parent is
+// synced, and so on up. Known-durable directories cost nothing, so a put
+// into an existing directory syncs just that one.
+func (s *Store) syncUp(dir string) error {
+	var fresh []durableDir
+	fi, err := s.syncDir(dir)
+	for err == nil && dir != "." && !s.durable.has(dir, fi) {
+		fresh = append(fresh, durableDir{dir, fi})
+		dir = path.Dir(dir)
+		fi, err = s.syncDir(dir)
+	}
+	if err != nil {
+		return err
+	}
+	s.durable.add(fresh)
+	return nil
+}
+
+// syncDir fsyncs dir and returns what it is, to recognise it later.
+func (s *Store) syncDir(dir string) (fs.FileInfo, error) {
+	d, err := s.root.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	err = s.sync(d)
+	var fi fs.FileInfo
+	if err == nil {
+		fi, err = d.Stat()
+	}
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
+		return nil, fmt.Errorf("sync dir %s: %w", dir, err)
 	}
-	return nil
+	return fi, nil
+}
+
+// sync fsyncs f, counting it for tests.
+func (s *Store) sync(f *os.File) error {
+	s.syncs.Add(1)
+	return f.Sync()
 }
 
 // Open implements objects.Store. Reads from the returned reader fail once
@@ -533,6 +554,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		if s.root.Remove(dir) != nil {
 			break
 		}
+		s.durable.forget(dir)
 	}
 	return nil
 }
