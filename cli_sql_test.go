@@ -48,7 +48,7 @@ func TestCLISQL(t *testing.T) {
 		rows = append(rows, row)
 	}
 	if len(rows) != 2 || rows[0].Name != "a.txt" || rows[0].Pages == nil || *rows[0].Pages != 3 || rows[1].Pages != nil ||
-		rows[0].File.Size != 3 || rows[0].File.SHA256 != sha([]byte("aaa")) || !strings.HasSuffix(rows[1].File.Key, "/b.txt") {
+		rows[0].File.Size != 3 || rows[0].File.SHA256 != sha([]byte("aaa")) || !strings.HasSuffix(rows[1].File.Key, "b.txt") {
 		t.Errorf("json:\n%s", out)
 	}
 

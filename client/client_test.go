@@ -64,7 +64,7 @@ func TestClientPutFileThenSnapshotHasRow(t *testing.T) {
 		t.Fatalf("put: %+v", res)
 	}
 	v := res.File
-	if v.Size != int64(len(content)) || v.SHA256 != sha(content) || !strings.HasSuffix(v.Key, "/hello.txt") {
+	if v.Size != int64(len(content)) || v.SHA256 != sha(content) || !strings.HasSuffix(v.Key, "hello.txt") {
 		t.Errorf("file value: %+v", v)
 	}
 	if !strings.HasPrefix(v.ContentType, "text/plain") {

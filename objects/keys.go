@@ -14,12 +14,19 @@ import (
 const maxNameLen = 200
 
 // NewObjectKey mints a random, never-reused key under objects/ for a file
-// whose base name is name: objects/<yyyy>/<mm>/<uuidv7>/<clean name>. The
-// date and UUIDv7 keep keys roughly time-ordered for listing; the name keeps
-// them readable and lets tools guess a content type.
+// whose base name is name: objects/<yyyy>/<mm>/<dd>/<uuidv7>-<clean name>.
+// The date and UUIDv7 keep keys roughly time-ordered for listing; the name
+// keeps them readable and lets tools guess a content type.
+//
+// Objects of one day share a directory: on a local stage a directory per
+// object would cost a mkdir and the fsyncs that make it durable on every
+// put, and a directory inode per file. The day bounds how large one
+// directory grows. Keys minted before (objects/<yyyy>/<mm>/<uuidv7>/<name>)
+// stay valid: nothing parses an object key beyond ValidateObjectKey, and
+// every reader takes a key as an opaque path.
 func NewObjectKey(name string, now time.Time) string {
 	id := uuid.Must(uuid.NewV7())
-	return wire.ObjectsPrefix + now.UTC().Format("2006/01") + "/" + id.String() + "/" + CleanName(name)
+	return wire.ObjectsPrefix + now.UTC().Format("2006/01/02") + "/" + id.String() + "-" + CleanName(name)
 }
 
 // CleanName turns an arbitrary file name into one safe key segment: runes

@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
 	"github.com/lakedata/lake/wire"
 )
 
@@ -24,12 +26,17 @@ func TestNewObjectKey(t *testing.T) {
 			t.Fatalf("NewObjectKey repeated %q", key)
 		}
 		seen[key] = true
-		// The date is UTC: 23:30 at -05:00 is already the 10th, in March.
-		if !strings.HasPrefix(key, "objects/2026/03/") {
-			t.Fatalf("NewObjectKey = %q, want objects/2026/03/ first", key)
+		// The date is UTC: 23:30 at -05:00 is already the 10th.
+		if !strings.HasPrefix(key, "objects/2026/03/10/") {
+			t.Fatalf("NewObjectKey = %q, want objects/2026/03/10/ first", key)
 		}
-		if got := path.Base(key); got != "report_2026.CSV" {
-			t.Fatalf("NewObjectKey = %q, want base name report_2026.CSV", key)
+		// One segment per object: the day's directory is shared.
+		id, name, ok := strings.Cut(path.Base(key), "-report")
+		if path.Dir(key) != "objects/2026/03/10" || !ok || name != "_2026.CSV" {
+			t.Fatalf("NewObjectKey = %q, want objects/2026/03/10/<uuid>-report_2026.CSV", key)
+		}
+		if u, err := uuid.Parse(id); err != nil || u.Version() != 7 {
+			t.Fatalf("NewObjectKey = %q: %q is no UUIDv7 (%v)", key, id, err)
 		}
 	}
 }
@@ -115,4 +122,18 @@ func FuzzValidateKey(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Keys minted before objects of a day shared a directory
+// (objects/<yyyy>/<mm>/<uuidv7>/<name>) are still object keys: FILE values
+// already committed name them.
+func TestOldObjectKeysStayValid(t *testing.T) {
+	for _, key := range []string{
+		"objects/2026/01/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b/clip.mp4",
+		"objects/2026/03/10/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b-clip.mp4",
+	} {
+		if err := wire.ValidateObjectKey(key); err != nil {
+			t.Errorf("ValidateObjectKey(%q) = %v", key, err)
+		}
+	}
 }
