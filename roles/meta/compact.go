@@ -2,9 +2,11 @@ package meta
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -80,9 +82,10 @@ func buildCompact(_ context.Context, c *committer, rec *logRecord, group []*comm
 	return staged{write: func() error { return nil }, discard: func() {}}, nil
 }
 
-// Compact merges the small data files of a table into files of up to
-// Config.CompactTargetSize now, as one new version with the same rows. A
-// table with fewer than two small files is left as it is.
+// Compact merges every small data file of a table into files of up to
+// Config.CompactTargetSize now (planFullCompaction), as one new version
+// with the same rows. A table with fewer than two small files is left as
+// it is.
 func (s *Service) Compact(ctx context.Context, name string) (*lakepb.CompactResult, error) {
 	if !s.canCommit() {
 		return nil, errNotLeading
@@ -91,12 +94,14 @@ func (s *Service) Compact(ctx context.Context, name string) (*lakepb.CompactResu
 	if err != nil {
 		return nil, err
 	}
-	return s.compact(ctx, t, 2)
+	target := s.cfg.CompactTargetSize
+	return s.compact(ctx, t, func(files []*lakepb.DataFile) [][]*lakepb.DataFile {
+		return planFullCompaction(files, target)
+	})
 }
 
-// compact merges t's small files once there are at least minFiles of
-// them.
-func (s *Service) compact(ctx context.Context, t *table, minFiles int) (*lakepb.CompactResult, error) {
+// compact merges the runs plan picks from t's head, if any.
+func (s *Service) compact(ctx context.Context, t *table, plan func([]*lakepb.DataFile) [][]*lakepb.DataFile) (*lakepb.CompactResult, error) {
 	t.compactMu.Lock()
 	defer t.compactMu.Unlock()
 	for attempt := 1; ; attempt++ {
@@ -104,12 +109,8 @@ func (s *Service) compact(ctx context.Context, t *table, minFiles int) (*lakepb.
 		head, files := t.head, append([]*lakepb.DataFile(nil), t.files...)
 		t.mu.Unlock()
 		res := &lakepb.CompactResult{Table: t.name, Version: head, FilesBefore: int64(len(files)), FilesAfter: int64(len(files))}
-		batches := planCompaction(files, s.cfg.CompactTargetSize)
-		var small int
-		for _, b := range batches {
-			small += len(b)
-		}
-		if small < minFiles || small < 2 {
+		batches := plan(files)
+		if len(batches) == 0 {
 			return res, nil
 		}
 		cp := &compaction{}
@@ -144,11 +145,26 @@ func (s *Service) compact(ctx context.Context, t *table, minFiles int) (*lakepb.
 	}
 }
 
-// planCompaction groups the files smaller than target, in table order,
-// into runs whose sizes add up to at most target; each run of two or more
-// becomes one file. The sizes are of the compressed files, so a merged
-// file comes out close to the sum of its parts.
-func planCompaction(files []*lakepb.DataFile, target int64) [][]*lakepb.DataFile {
+// planFullCompaction is what lake.table.compact merges: every file
+// smaller than target, in table order, packed into runs whose sizes add
+// up to at most target; each run of two or more becomes one file. It
+// leaves the fewest files and rewrites every small row once, so the
+// background compactor does not use it (planCompaction). The sizes are of
+// the compressed files, so a merged file comes out at most the sum of its
+// parts.
+func planFullCompaction(files []*lakepb.DataFile, target int64) [][]*lakepb.DataFile {
+	var small []*lakepb.DataFile
+	for _, f := range files {
+		if f.GetSize() < target {
+			small = append(small, f)
+		}
+	}
+	return packRuns(small, target)
+}
+
+// packRuns cuts files, in their order, into runs whose sizes add up to at
+// most target, and returns the runs of two or more files.
+func packRuns(files []*lakepb.DataFile, target int64) [][]*lakepb.DataFile {
 	var out [][]*lakepb.DataFile
 	var cur []*lakepb.DataFile
 	var size int64
@@ -159,9 +175,6 @@ func planCompaction(files []*lakepb.DataFile, target int64) [][]*lakepb.DataFile
 		cur, size = nil, 0
 	}
 	for _, f := range files {
-		if f.GetSize() >= target {
-			continue
-		}
 		if size+f.GetSize() > target {
 			flush()
 		}
@@ -170,6 +183,121 @@ func planCompaction(files []*lakepb.DataFile, target int64) [][]*lakepb.DataFile
 	}
 	flush()
 	return out
+}
+
+// planCompaction is what the background compactor merges: nothing while
+// a table has at most maxSmall small files (smaller than half of target),
+// and past that a size-tiered plan, as Lucene's log merge policy and
+// Cassandra's size-tiered compaction make them.
+//
+// A file's tier is ⌊log_F rows⌋, where F = compactFanIn(maxSmall). Tiers
+// count rows, not bytes: rows add up exactly when files merge, while the
+// bytes of a small Parquet file are mostly its footer, so a merge of
+// one-row files comes out far smaller than its parts and would stay in
+// their tier. The plan merges every tier that holds F files or more into
+// one run, lowest tier first, and a run that lifts its rows into a tier
+// that then holds F takes that tier along. A run of F files of tier k
+// holds at least F^(k+1) rows, so every merge lifts its rows at least one
+// tier: a row is rewritten at most once per tier, about log_F(R)+1 times
+// in all, where R is the rows of a file of half the target, instead of
+// once per trigger as when every small file is merged.
+//
+// The bound: right after a background compaction the table has at most
+// maxSmall files smaller than half the target (--compact-min-files), and
+// in between at most that plus the commits made while one merge ran.
+// Each tier then holds at most F-1 files, which fits maxSmall while there
+// are at most maxSmall/(F-1) tiers, that is while a small file holds
+// fewer than F^⌊maxSmall/(F-1)⌋ rows (8^9, about 1.3·10^8, at the default
+// of 64); past that the smallest files are folded into one run as well,
+// down to half of maxSmall. Files of half the target or more are not
+// counted: each holds at least half a target of bytes, so their number
+// grows with the data, not with the commits; they still pair up under
+// planFullCompaction when two fit the target.
+//
+// A run keeps its files in table order, so a merged file's rows stay in
+// commit order, and one whose sizes add up to more than target is cut
+// there (packRuns).
+func planCompaction(files []*lakepb.DataFile, target int64, maxSmall int) [][]*lakepb.DataFile {
+	var small []int // positions in files
+	for i, f := range files {
+		if f.GetSize() < target/2 {
+			small = append(small, i)
+		}
+	}
+	if len(small) <= maxSmall {
+		return nil
+	}
+	fanIn := compactFanIn(maxSmall)
+	type run struct {
+		files []int
+		rows  int64
+	}
+	runs := make([]*run, len(small))
+	for i, pos := range small {
+		runs[i] = &run{files: []int{pos}, rows: files[pos].GetRows()}
+	}
+	byRows := func() {
+		slices.SortStableFunc(runs, func(a, b *run) int { return cmp.Compare(a.rows, b.rows) })
+	}
+	// merge makes runs[i:j] one run.
+	merge := func(i, j int) {
+		m := &run{}
+		for _, r := range runs[i:j] {
+			m.files = append(m.files, r.files...)
+			m.rows += r.rows
+		}
+		runs = slices.Replace(runs, i, j, m)
+	}
+	// Every pass merges at least two runs into one, so this ends.
+	for merged := true; merged; {
+		merged = false
+		byRows()
+		for i := 0; i < len(runs); {
+			tier := compactTier(runs[i].rows, fanIn)
+			j := i + 1
+			for j < len(runs) && compactTier(runs[j].rows, fanIn) == tier {
+				j++
+			}
+			if j-i >= fanIn {
+				merge(i, j)
+				merged = true
+				break
+			}
+			i = j
+		}
+	}
+	if len(runs) > maxSmall {
+		byRows()
+		merge(0, len(runs)-max(1, maxSmall/2)+1)
+	}
+	var out [][]*lakepb.DataFile
+	for _, r := range runs {
+		if len(r.files) < 2 {
+			continue
+		}
+		slices.Sort(r.files)
+		run := make([]*lakepb.DataFile, len(r.files))
+		for i, pos := range r.files {
+			run[i] = files[pos]
+		}
+		out = append(out, packRuns(run, target)...)
+	}
+	return out
+}
+
+// compactFanIn is the F of planCompaction's tiers for a bound of maxSmall
+// small files: an eighth of it, so that eight tiers of F-1 files fit the
+// bound (a row is rewritten about log_F R times, fewer the larger F), and
+// at least 2.
+func compactFanIn(maxSmall int) int { return max(2, maxSmall/8) }
+
+// compactTier is ⌊log_fanIn rows⌋, 0 for a file of fewer than fanIn rows.
+func compactTier(rows int64, fanIn int) int {
+	tier := 0
+	for f := int64(fanIn); rows >= f; rows /= f {
+		tier++
+	}
+	return tier
 }
 
 // mergeFiles reads the rows of files and writes them as one new data
@@ -253,10 +381,14 @@ func (q *compactQueue) take() []*table {
 // startCompactor runs the background compactor: one table at a time, so
 // compaction never takes more than one core's worth of reads and writes
 // from the commits, for every table whose head has more than
-// CompactMinFiles small files.
+// CompactMinFiles small files, merged by tiers (planCompaction).
 func (s *Service) startCompactor() {
 	if s.cfg.CompactMinFiles == 0 {
 		return
+	}
+	target, maxSmall := s.cfg.CompactTargetSize, s.cfg.CompactMinFiles
+	plan := func(files []*lakepb.DataFile) [][]*lakepb.DataFile {
+		return planCompaction(files, target, maxSmall)
 	}
 	s.wg.Add(1)
 	go func() {
@@ -271,7 +403,7 @@ func (s *Service) startCompactor() {
 				if !s.canCommit() || s.ctx.Err() != nil {
 					break
 				}
-				if _, err := s.compact(s.ctx, t, s.cfg.CompactMinFiles+1); err != nil && s.ctx.Err() == nil {
+				if _, err := s.compact(s.ctx, t, plan); err != nil && s.ctx.Err() == nil {
 					s.log.Warn("background compaction failed", "table", t.name, "err", err)
 				}
 			}

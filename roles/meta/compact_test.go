@@ -144,7 +144,10 @@ func TestCompactTargetSize(t *testing.T) {
 }
 
 // With the background trigger on, a table never carries more than
-// CompactMinFiles small files once the leader has caught up.
+// CompactMinFiles small files once the leader has caught up, and the
+// compactions, counted through the history, rewrote each row at most
+// ⌊log_F n⌋ times (tiers, planCompaction), where merging every small file
+// at each trigger would rewrite it about n/(2·CompactMinFiles) times.
 func TestCompactInBackground(t *testing.T) {
 	const n, minFiles = 2000, 16
 	f := newTunedFixture(t, func(c *Config) { c.CompactMinFiles = minFiles })
@@ -160,14 +163,39 @@ func TestCompactInBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	compactions := 0
+	var rowsWritten, bytesWritten, oneRow int64
 	for _, v := range h.Versions {
-		if v.Rows == 0 && v.Version > 0 {
+		switch {
+		case v.Version == 0:
+		case v.Rows == 0:
 			compactions++
+			for _, df := range v.Files {
+				rowsWritten += df.Rows
+				bytesWritten += df.Size
+			}
+		default:
+			oneRow = max(oneRow, v.Files[0].Size)
 		}
 	}
 	if compactions < n/(minFiles+1)/2 {
 		t.Fatalf("%d compactions over %d appends with a trigger of %d files", compactions, n, minFiles)
 	}
+	perRow := int64(compactTier(n, compactFanIn(minFiles)))
+	if rowsWritten > n*perRow {
+		t.Errorf("the compactions wrote %d rows for %d, more than %d times each", rowsWritten, n, perRow)
+	}
+	// In bytes: every row that often in a file the size of all of them,
+	// and a footer (at most a one-row file) for every file written.
+	res, err := f.compact("clips")
+	if err != nil || res.FilesAfter != 1 {
+		t.Fatalf("compact: %v %v", res, err)
+	}
+	all := f.snapshot("clips", nil).Files[0].Size
+	if limit := perRow*all + int64(compactions)*perRow*oneRow; bytesWritten > limit {
+		t.Errorf("the compactions wrote %d bytes, more than %d (all %d rows take %d bytes, one %d)", bytesWritten, limit, n, all, oneRow)
+	}
+	t.Logf("%d compactions wrote %d rows (%.1f a row), %d bytes (%.1f× the %d bytes of all rows in one file)",
+		compactions, rowsWritten, float64(rowsWritten)/n, bytesWritten, float64(bytesWritten)/float64(all), all)
 }
 
 // Eight writers append while compaction runs again and again: every
@@ -368,3 +396,227 @@ func TestCompactOpensAStageOfThePreviousFormat(t *testing.T) {
 }
 
 func (f *fixture) svc0stage() stageLog { return stageLog{store: f.stage} }
+
+// sizedFiles makes data files of the given rows, named f0, f1, … in table
+// order, whose sizes grow with their rows the way small Parquet files do:
+// a footer of fileOverhead bytes and rowBytes a row.
+func sizedFiles(rows ...int64) []*lakepb.DataFile {
+	out := make([]*lakepb.DataFile, len(rows))
+	for i, r := range rows {
+		out[i] = &lakepb.DataFile{Key: fmt.Sprintf("f%d", i), Rows: r, Size: parquetSize(r)}
+	}
+	return out
+}
+
+const fileOverhead, rowBytes = 1500, 100
+
+func parquetSize(rows int64) int64 { return fileOverhead + rowBytes*rows }
+
+func repeatRows(rows int64, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = rows
+	}
+	return out
+}
+
+func runKeys(runs [][]*lakepb.DataFile) [][]string {
+	var out [][]string
+	for _, r := range runs {
+		var ks []string
+		for _, f := range r {
+			ks = append(ks, f.Key)
+		}
+		out = append(out, ks)
+	}
+	return out
+}
+
+func keyRange(from, to int) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Sprintf("f%d", i))
+	}
+	return out
+}
+
+// planCompaction merges by tiers of rows: a tier with F files or more, a
+// tier that a run lifts to F, and nothing else; files at or past half the
+// target neither count nor move; too many tiers fold the smallest.
+func TestPlanCompactionTiers(t *testing.T) {
+	const target = 128 << 20
+	concat := func(parts ...[]int64) []int64 { return slices.Concat(parts...) }
+	for _, tc := range []struct {
+		name     string
+		rows     []int64
+		files    []*lakepb.DataFile // instead of rows
+		maxSmall int
+		want     [][]string
+	}{
+		{name: "at the bound nothing merges", rows: repeatRows(1, 64), maxSmall: 64},
+		{name: "past the bound one-row files merge", rows: repeatRows(1, 65), maxSmall: 64,
+			want: [][]string{keyRange(0, 65)}},
+		// F = 8: seven files of 64 rows (tier 2) and six of 8 (tier 1)
+		// stay; the 52 one-row files become one file of tier 1, which
+		// then holds 7.
+		{name: "larger tiers stay", rows: concat(repeatRows(64, 7), repeatRows(8, 6), repeatRows(1, 52)), maxSmall: 64,
+			want: [][]string{keyRange(13, 65)}},
+		// With seven files of 8 rows, the merged one-row files make the
+		// eighth of tier 1, which lifts it to tier 2, the eighth there:
+		// all merge, and in table order.
+		{name: "a full tier lifts the next", rows: concat(repeatRows(64, 7), repeatRows(8, 7), repeatRows(1, 51)), maxSmall: 64,
+			want: [][]string{keyRange(0, 65)}},
+		{name: "tiers need not be adjacent in the table", rows: concat(repeatRows(1, 30), repeatRows(512, 3), repeatRows(1, 35)), maxSmall: 64,
+			want: [][]string{slices.Concat(keyRange(0, 30), keyRange(33, 68))}},
+		// 17 tiers of one file each for a bound of 16 (F = 2): no tier is
+		// full, so the ten smallest fold into one and 8 files are left.
+		{name: "too many tiers fold the smallest", rows: []int64{1 << 16, 1 << 15, 1 << 14, 1 << 13, 1 << 12, 1 << 11, 1 << 10, 1 << 9, 1 << 8, 1 << 7, 1 << 6, 1 << 5, 1 << 4, 1 << 3, 1 << 2, 1 << 1, 1}, maxSmall: 16,
+			want: [][]string{keyRange(7, 17)}},
+		{name: "files of half the target neither count nor merge",
+			files: append(append(sizedFiles(repeatRows(1, 4)...), &lakepb.DataFile{Key: "big1", Rows: 1, Size: target / 2}, &lakepb.DataFile{Key: "big2", Rows: 1, Size: target - 1}),
+				&lakepb.DataFile{Key: "f4", Rows: 1, Size: parquetSize(1)}),
+			maxSmall: 4, want: [][]string{{"f0", "f1", "f2", "f3", "f4"}}},
+		{name: "files of half the target do not trigger",
+			files:    append(sizedFiles(repeatRows(1, 4)...), &lakepb.DataFile{Key: "big1", Rows: 1, Size: target / 2}),
+			maxSmall: 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := tc.files
+			if files == nil {
+				files = sizedFiles(tc.rows...)
+			}
+			got := runKeys(planCompaction(files, target, tc.maxSmall))
+			if !slices.EqualFunc(got, tc.want, slices.Equal) {
+				t.Fatalf("runs %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A run worth more than the target is cut there, in table order, and a
+// piece of one file is no run.
+func TestPlanCompactionCutsAtTheTarget(t *testing.T) {
+	files := sizedFiles(repeatRows(1, 25)...)
+	target := 10*parquetSize(1) + 1
+	got := runKeys(planCompaction(files, target, 16))
+	want := [][]string{keyRange(0, 10), keyRange(10, 20), keyRange(20, 25)}
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("runs %v, want %v", got, want)
+	}
+	files = sizedFiles(repeatRows(1, 21)...)
+	if got := runKeys(planCompaction(files, target, 16)); len(got) != 2 || len(got[1]) != 10 {
+		t.Fatalf("21 files with room for 10 a run: %v, want two runs of 10 and the last file alone", got)
+	}
+}
+
+func TestCompactTier(t *testing.T) {
+	for _, tc := range []struct {
+		rows       int64
+		fanIn, out int
+	}{{0, 8, 0}, {1, 8, 0}, {7, 8, 0}, {8, 8, 1}, {63, 8, 1}, {64, 8, 2}, {1, 2, 0}, {2, 2, 1}, {1023, 2, 9}, {1024, 2, 10}} {
+		if got := compactTier(tc.rows, tc.fanIn); got != tc.out {
+			t.Errorf("compactTier(%d, %d) = %d, want %d", tc.rows, tc.fanIn, got, tc.out)
+		}
+	}
+	for maxSmall, want := range map[int]int{1: 2, 16: 2, 24: 3, 64: 8, 128: 16} {
+		if got := compactFanIn(maxSmall); got != want {
+			t.Errorf("compactFanIn(%d) = %d, want %d", maxSmall, got, want)
+		}
+	}
+}
+
+// rewriteCost is what a compactor planning with plan rewrote over
+// appends one-row commits, planning after each commit as the background
+// compactor does and applying each plan at once: the rows and bytes of
+// the merged files it wrote, and the most small files (under half of
+// target) any version had right after a compaction.
+type rewriteCost struct {
+	rows, bytes int64
+	compactions int
+	maxAfter    int
+}
+
+func simulateCompaction(appends int, target int64, plan func([]*lakepb.DataFile) [][]*lakepb.DataFile) rewriteCost {
+	var c rewriteCost
+	var files []*lakepb.DataFile
+	next := 0
+	newFile := func(rows int64) *lakepb.DataFile {
+		next++
+		return &lakepb.DataFile{Key: fmt.Sprintf("d%d", next), Rows: rows, Size: parquetSize(rows)}
+	}
+	for range appends {
+		files = append(files, newFile(1))
+		runs := plan(files)
+		if len(runs) == 0 {
+			continue
+		}
+		c.compactions++
+		gone := make(map[string]bool)
+		var merged []*lakepb.DataFile
+		for _, r := range runs {
+			var rows int64
+			for _, f := range r {
+				gone[f.Key] = true
+				rows += f.Rows
+			}
+			m := newFile(rows)
+			merged = append(merged, m)
+			c.rows += m.Rows
+			c.bytes += m.Size
+		}
+		files = slices.DeleteFunc(files, func(f *lakepb.DataFile) bool { return gone[f.Key] })
+		files = append(files, merged...)
+		small := 0
+		for _, f := range files {
+			if f.Size < target/2 {
+				small++
+			}
+		}
+		c.maxAfter = max(c.maxAfter, small)
+	}
+	return c
+}
+
+// Over K one-row commits the background plan rewrites each row at most
+// ⌊log_F K⌋ times (O(K log K) rows and bytes in all), and after every
+// compaction the table has at most the bound of small files. Merging
+// every small file at each trigger, as lake.table.compact does, would
+// rewrite Θ(K²/bound) rows: the same check fails it.
+func TestPlanCompactionRewritesEachRowLogTimes(t *testing.T) {
+	const target = 128 << 20
+	for _, tc := range []struct{ appends, maxSmall int }{{10_000, 16}, {10_000, 64}, {100_000, 64}} {
+		t.Run(fmt.Sprintf("%d-commits-bound-%d", tc.appends, tc.maxSmall), func(t *testing.T) {
+			fanIn := compactFanIn(tc.maxSmall)
+			tiered := simulateCompaction(tc.appends, target, func(files []*lakepb.DataFile) [][]*lakepb.DataFile {
+				return planCompaction(files, target, tc.maxSmall)
+			})
+			perRow := int64(compactTier(int64(tc.appends), fanIn)) // ⌊log_F K⌋
+			if limit := int64(tc.appends) * perRow; tiered.rows > limit {
+				t.Errorf("rewrote %d rows over %d commits, more than %d (each row ⌊log_%d K⌋ = %d times)", tiered.rows, tc.appends, limit, fanIn, perRow)
+			}
+			// Bytes: every row's bytes that often, plus a footer for every
+			// merged file.
+			if limit := int64(tc.appends)*perRow*rowBytes + int64(tiered.compactions)*perRow*fileOverhead; tiered.bytes > limit {
+				t.Errorf("rewrote %d bytes, more than %d", tiered.bytes, limit)
+			}
+			if tiered.maxAfter > tc.maxSmall {
+				t.Errorf("%d small files right after a compaction, bound %d", tiered.maxAfter, tc.maxSmall)
+			}
+			t.Logf("tiered: %d compactions rewrote %d rows (%.1f a row), %d bytes; at most %d small files after one",
+				tiered.compactions, tiered.rows, float64(tiered.rows)/float64(tc.appends), tiered.bytes, tiered.maxAfter)
+			if tc.appends > 10_000 {
+				return // the quadratic plan takes long past this
+			}
+			all := simulateCompaction(tc.appends, target, func(files []*lakepb.DataFile) [][]*lakepb.DataFile {
+				if len(files) <= tc.maxSmall {
+					return nil
+				}
+				return planFullCompaction(files, target)
+			})
+			if all.rows <= int64(tc.appends)*perRow {
+				t.Errorf("merging every small file at each trigger rewrote only %d rows: the check cannot tell", all.rows)
+			}
+			t.Logf("all small files at each trigger: %d compactions rewrote %d rows (%.1f a row)", all.compactions, all.rows, float64(all.rows)/float64(tc.appends))
+		})
+	}
+}
