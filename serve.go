@@ -55,6 +55,8 @@ func (o *serveOptions) addFlags(cmd *cobra.Command) {
 	f.IntVar(&c.CompactMinFiles, "compact-min-files", c.CompactMinFiles, "meta: the leader merges a table's small data files once it has more than this many; 0 turns background compaction off (lake table compact still works)")
 	o.compactTarget = byteRate(c.CompactTargetSize)
 	f.Var(&o.compactTarget, "compact-target-size", "meta: size of the data files compaction writes, e.g. 128MiB; smaller files count as small")
+	f.Int64Var(&c.CheckpointInterval, "checkpoint-interval", c.CheckpointInterval, "meta: the leader writes a log checkpoint of a table every this many versions, so a node without an index reads a checkpoint and the log after it, not every version; 0 writes none")
+	f.DurationVar(&c.CommitRetention, "commit-retention", c.CommitRetention, "meta: checkpoints remember commit ids this long, so a retried append is still answered duplicate after a rebuild from a checkpoint")
 }
 
 func newServeCommand(g *globalOptions) *cobra.Command {

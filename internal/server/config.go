@@ -105,6 +105,11 @@ type Config struct {
 	// compaction off.
 	CompactMinFiles   int
 	CompactTargetSize int64
+	// CheckpointInterval and CommitRetention are meta's log checkpoint
+	// interval (0: none written) and how long checkpoints remember
+	// commit ids (meta.Config).
+	CheckpointInterval int64
+	CommitRetention    time.Duration
 
 	// Version is reported through GetSqlInfo.
 	Version string
@@ -132,6 +137,9 @@ func DefaultConfig() Config {
 
 		CompactMinFiles:   m.CompactMinFiles,
 		CompactTargetSize: m.CompactTargetSize,
+
+		CheckpointInterval: m.CheckpointInterval,
+		CommitRetention:    m.CommitRetention,
 	}
 }
 
@@ -260,6 +268,12 @@ func (c Config) Validate() error {
 		}
 		if c.CompactTargetSize <= 0 {
 			errs = append(errs, fmt.Errorf("--compact-target-size must be positive, got %d", c.CompactTargetSize))
+		}
+		if c.CheckpointInterval < 0 {
+			errs = append(errs, fmt.Errorf("--checkpoint-interval must not be negative, got %d", c.CheckpointInterval))
+		}
+		if c.CommitRetention < 0 {
+			errs = append(errs, fmt.Errorf("--commit-retention must not be negative, got %v", c.CommitRetention))
 		}
 		if len(c.Etcd) > 0 {
 			if _, err := c.etcdConfig(nil); err != nil {

@@ -129,6 +129,7 @@ func (s *Server) openMeta(ctx context.Context, cfg Config, opts []grpc.ServerOpt
 	mc.Logger = logger
 	mc.VerifyRate = cfg.VerifyRate
 	mc.CompactMinFiles, mc.CompactTargetSize = cfg.CompactMinFiles, cfg.CompactTargetSize
+	mc.CheckpointInterval, mc.CommitRetention = cfg.CheckpointInterval, cfg.CommitRetention
 	s.meta, err = meta.Open(ctx, mc)
 	return err
 }

@@ -262,12 +262,17 @@ func (c *committer) committed(commitID string) (commitResp, bool, error) {
 		return commitResp{}, false, nil
 	}
 	t := c.t
-	v, ok, err := c.ix.committedVersion(t.id, commitID)
+	v, rows, rowsKnown, ok, err := c.ix.committedVersion(t.id, commitID)
 	if err != nil || !ok {
 		return commitResp{}, false, err
 	}
-	res := commitResp{version: v, duplicate: true}
-	err = c.ix.records(t.id, v, v, false, func(r *logRecord) bool {
+	res := commitResp{version: v, rows: rows, duplicate: true}
+	if rowsKnown {
+		return res, true, nil
+	}
+	// An index of an earlier release keeps the version only: the rows
+	// are in its log record.
+	err = c.reg.records(c.stop, t, v, v, false, func(r *logRecord) bool {
 		for _, m := range r.Commits {
 			if m.ID == commitID {
 				res.rows = m.Rows

@@ -62,7 +62,17 @@ type Config struct {
 	// CompactTargetSize is the size of data file compaction aims at; a
 	// file at least this large is not small and is never merged again.
 	CompactTargetSize int64
-	Logger            *slog.Logger
+	// CheckpointInterval: the leader writes a log checkpoint of a table
+	// every this many versions (checkpoint.go), so a node learning the
+	// table from the stage reads O(1) objects plus at most about this many
+	// log records. 0 writes none (existing ones are still read).
+	CheckpointInterval int64
+	// CommitRetention is how long a commit_id is remembered through
+	// checkpoints: a retry within it is answered duplicate = true even by
+	// a node that learned the table from a checkpoint. A node that read
+	// the log record itself remembers it for as long as its index lives.
+	CommitRetention time.Duration
+	Logger          *slog.Logger
 }
 
 // Compaction defaults: a query over a table opens at most about 64 small
@@ -84,6 +94,9 @@ func DefaultConfig() Config {
 
 		CompactMinFiles:   DefaultCompactMinFiles,
 		CompactTargetSize: DefaultCompactTargetSize,
+
+		CheckpointInterval: DefaultCheckpointInterval,
+		CommitRetention:    DefaultCommitRetention,
 	}
 }
 
@@ -113,6 +126,12 @@ func (c Config) Validate() error {
 	}
 	if c.CompactMinFiles < 0 {
 		errs = append(errs, fmt.Errorf("meta: CompactMinFiles must not be negative, got %d", c.CompactMinFiles))
+	}
+	if c.CheckpointInterval < 0 {
+		errs = append(errs, fmt.Errorf("meta: CheckpointInterval must not be negative, got %d", c.CheckpointInterval))
+	}
+	if c.CommitRetention < 0 {
+		errs = append(errs, fmt.Errorf("meta: CommitRetention must not be negative, got %v", c.CommitRetention))
 	}
 	if c.CompactTargetSize <= 0 {
 		errs = append(errs, fmt.Errorf("meta: CompactTargetSize must be positive, got %d", c.CompactTargetSize))

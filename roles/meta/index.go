@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -19,11 +20,15 @@ import (
 // The bbolt index of the stage's catalog and logs. Nothing here is the
 // truth: every byte can be rebuilt from the stage.
 var (
-	bucketMeta    = []byte("meta")    // "stage" → the stage URI this index describes
-	bucketTables  = []byte("tables")  // name → tableRow (JSON)
-	bucketLog     = []byte("log")     // table id → { be64(version) → raw log record }
-	bucketCommits = []byte("commits") // table id → { commit id → be64(version) }
-	keyStage      = []byte("stage")
+	bucketMeta   = []byte("meta")   // "stage" → the stage URI this index describes
+	bucketTables = []byte("tables") // name → tableRow (JSON)
+	bucketLog    = []byte("log")    // table id → { be64(version) → raw log record }
+	// table id → { commit id → be64(version) be64(committed at, unix µs)
+	// be64(rows) }; an index of an earlier release holds the version only.
+	bucketCommits = []byte("commits")
+	// table id → the raw checkpoint of the table's base (checkpoint.go)
+	bucketCheckpoints = []byte("checkpoints")
+	keyStage          = []byte("stage")
 )
 
 // tableRow is a table's entry in the index.
@@ -33,6 +38,10 @@ type tableRow struct {
 	Schema    []byte    `json:"schema"`
 	CreatedAt time.Time `json:"created_at"`
 	Head      int64     `json:"head"` // latest version applied from the log
+	// Base is the version of the checkpoint the index holds as the
+	// table's state (0: none). Log records up to Base may be missing: a
+	// node that learned the table from a checkpoint never read them.
+	Base int64 `json:"base,omitempty"`
 }
 
 type index struct {
@@ -74,7 +83,7 @@ func openIndex(dir string, logger *slog.Logger) (*index, error) {
 		db.NoSync = true
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketTables, bucketLog, bucketCommits, bucketVerified} {
+		for _, b := range [][]byte{bucketMeta, bucketTables, bucketLog, bucketCommits, bucketCheckpoints, bucketVerified} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -140,7 +149,7 @@ func (ix *index) stage() (string, error) {
 // reset empties the index and binds it to stage.
 func (ix *index) reset(stage string) error {
 	return ix.db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketTables, bucketLog, bucketCommits, bucketVerified} {
+		for _, b := range [][]byte{bucketTables, bucketLog, bucketCommits, bucketCheckpoints, bucketVerified} {
 			if err := tx.DeleteBucket(b); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 				return err
 			}
@@ -187,35 +196,84 @@ func (ix *index) apply(row tableRow, raws [][]byte, recs []*logRecord) error {
 				if c.ID == "" {
 					continue
 				}
-				if err := commitsB.Put([]byte(c.ID), be64(rec.Version)); err != nil {
+				if err := commitsB.Put([]byte(c.ID), commitValue(rec.Version, rec.CommittedAt, c.Rows)); err != nil {
 					return err
 				}
 			}
 			row.Head = rec.Version
 		}
-		b, err := json.Marshal(row)
-		if err != nil {
-			return err
-		}
-		return tx.Bucket(bucketTables).Put([]byte(row.Name), b)
+		return putRow(tx, row)
 	})
 }
 
-// committedVersion returns the version that committed commitID, if any.
-func (ix *index) committedVersion(tableID, commitID string) (int64, bool, error) {
-	var v int64
-	var ok bool
+// setBase makes the checkpoint c (raw) the table's base: its commit marks
+// join the commits, and the head moves to it if it was behind. Log
+// records up to it need not be in the index.
+func (ix *index) setBase(row tableRow, raw []byte, c *checkpointRecord) error {
+	return ix.db.Update(func(tx *bolt.Tx) error {
+		commitsB, err := tx.Bucket(bucketCommits).CreateBucketIfNotExists([]byte(row.ID))
+		if err != nil {
+			return err
+		}
+		for _, m := range c.Commits {
+			if err := commitsB.Put([]byte(m.ID), commitValue(m.Version, m.CommittedAt, m.Rows)); err != nil {
+				return err
+			}
+		}
+		if err := tx.Bucket(bucketCheckpoints).Put([]byte(row.ID), raw); err != nil {
+			return err
+		}
+		row.Base = c.Version
+		row.Head = max(row.Head, c.Version)
+		return putRow(tx, row)
+	})
+}
+
+// base returns the table's base checkpoint, or nil when it has none.
+func (ix *index) base(tableID string) (*checkpointRecord, error) {
+	var raw []byte
 	err := ix.db.View(func(tx *bolt.Tx) error {
+		raw = bytes.Clone(tx.Bucket(bucketCheckpoints).Get([]byte(tableID)))
+		return nil
+	})
+	if err != nil || raw == nil {
+		return nil, err
+	}
+	return decodeCheckpoint(raw, tableID, -1)
+}
+
+func putRow(tx *bolt.Tx, row tableRow) error {
+	b, err := json.Marshal(row)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketTables).Put([]byte(row.Name), b)
+}
+
+func commitValue(version int64, at time.Time, rows int64) []byte {
+	return append(append(be64(version), be64(at.UnixMicro())...), be64(rows)...)
+}
+
+// committedVersion returns the version that committed commitID, if any,
+// and the rows it brought (rowsKnown false: an index of an earlier
+// release, which kept the version only).
+func (ix *index) committedVersion(tableID, commitID string) (v, rows int64, rowsKnown, ok bool, err error) {
+	err = ix.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketCommits).Bucket([]byte(tableID))
 		if b == nil {
 			return nil
 		}
-		if raw := b.Get([]byte(commitID)); raw != nil {
-			v, ok = int64(binary.BigEndian.Uint64(raw)), true
+		raw := b.Get([]byte(commitID))
+		if len(raw) < 8 {
+			return nil
+		}
+		v, ok = int64(binary.BigEndian.Uint64(raw)), true
+		if len(raw) >= 24 {
+			rows, rowsKnown = int64(binary.BigEndian.Uint64(raw[16:])), true
 		}
 		return nil
 	})
-	return v, ok, err
+	return v, rows, rowsKnown, ok, err
 }
 
 // records calls fn for each version in [from, to] in ascending order, or in

@@ -30,6 +30,11 @@ type registry struct {
 	started func(*table)
 	// report hears the node's counts whenever a head moves.
 	report func(cluster.Report)
+	// checkpointEvery is the checkpoint interval (0: none are made);
+	// checkpointDue hears of every table whose head passed a multiple of
+	// it. Both are set before load.
+	checkpointEvery int64
+	checkpointDue   func(*table)
 
 	mu       sync.RWMutex
 	tables   map[string]*table
@@ -67,8 +72,17 @@ func (r *registry) load(ctx context.Context, stageURI string) error {
 		if err != nil {
 			return err
 		}
+		if row.Base > 0 {
+			c, err := r.ix.base(row.ID)
+			if err != nil {
+				return err
+			}
+			if c != nil {
+				r.jump(t, c)
+			}
+		}
 		var recs []*logRecord
-		if err := r.ix.records(row.ID, 1, row.Head, false, func(rec *logRecord) bool {
+		if err := r.ix.records(row.ID, t.row().Head+1, row.Head, false, func(rec *logRecord) bool {
 			recs = append(recs, rec)
 			return true
 		}); err != nil {
@@ -215,7 +229,10 @@ func (r *registry) fromStage(ctx context.Context, name string) (*table, error) {
 // catchUp applies t's log records past its head: it reads the stage from
 // head+1 up to version last (-1: until the first version the log lacks)
 // and applies them to the index and to memory, 1024 at a time so a long
-// log never sits in memory at once.
+// log never sits in memory at once. When the head may be far behind (last
+// is -1, or more than jumpAfter versions ahead), it first looks for a
+// checkpoint past the head and starts from there (checkpoint.go), so a
+// node learning a long log reads O(1) objects plus the log's tail.
 //
 // Locking: catchUp takes t.writeMu itself and holds it from reading the
 // head to the last apply, so it never runs beside a commit of t (the
@@ -229,6 +246,12 @@ func (r *registry) catchUp(ctx context.Context, t *table, last int64) error {
 	head := t.row().Head
 	if last >= 0 && head >= last {
 		return nil // applied meanwhile
+	}
+	if last < 0 || last-head > jumpAfter {
+		if err := r.jumpFromStage(ctx, t); err != nil {
+			return err
+		}
+		head = t.row().Head
 	}
 	var raws [][]byte
 	var recs []*logRecord
@@ -254,6 +277,50 @@ func (r *registry) catchUp(ctx context.Context, t *table, last int64) error {
 	return r.apply(t, raws, recs)
 }
 
+// jumpAfter: a catch-up more than this many versions behind reads the
+// checkpoint hint first; a shorter one reads the log records it misses,
+// which costs about as many requests.
+const jumpAfter = 16
+
+// jumpFromStage makes the table's newest checkpoint in the stage its base
+// when that is past the head. A missing, unreadable or corrupt checkpoint
+// is only a longer read of the log, never an error of the table: the log
+// holds everything a checkpoint does. The caller holds t.writeMu.
+func (r *registry) jumpFromStage(ctx context.Context, t *table) error {
+	raw, c, err := r.stage.latestCheckpoint(ctx, t.id)
+	switch {
+	case errors.Is(err, objects.ErrNotFound):
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		r.log.Warn("cannot read the table's newest checkpoint; reading its log instead", "table", t.name, "err", err)
+		return nil
+	}
+	if c.Name != t.name {
+		r.log.Warn("the table's newest checkpoint names another table; reading its log instead", "table", t.name, "checkpoint_name", c.Name)
+		return nil
+	}
+	if c.Version <= t.row().Head+1 {
+		return nil // reading the log from the head is no longer
+	}
+	if err := r.setBase(t, raw, c); err != nil {
+		return err
+	}
+	r.log.Debug("caught up from a checkpoint", "table", t.name, "version", c.Version)
+	return nil
+}
+
+// setBase makes c (raw), a checkpoint of t at or before its head, the
+// index's base for t. The caller holds t.writeMu.
+func (r *registry) setBase(t *table, raw []byte, c *checkpointRecord) error {
+	if err := r.ix.setBase(t.row(), raw, c); err != nil {
+		return fmt.Errorf("meta: index table %q: %w", t.name, err)
+	}
+	r.jump(t, c)
+	return nil
+}
+
 // apply writes records that follow t's head to the index, then to memory.
 // The caller holds t.writeMu.
 func (r *registry) apply(t *table, raws [][]byte, recs []*logRecord) error {
@@ -266,13 +333,75 @@ func (r *registry) apply(t *table, raws [][]byte, recs []*logRecord) error {
 }
 
 // advance applies recs to t's in-memory state and keeps the node's report
-// current.
+// current. A head that passed a multiple of the checkpoint interval asks
+// for a checkpoint.
 func (r *registry) advance(t *table, recs []*logRecord) {
-	if n := t.advance(recs); n > 0 {
+	n := t.advance(recs)
+	if n == 0 {
+		return
+	}
+	r.versions.Add(n)
+	r.report(r.counts())
+	if every := r.checkpointEvery; every > 0 && r.checkpointDue != nil {
+		if head := t.row().Head; head/every > (head-n)/every {
+			r.checkpointDue(t)
+		}
+	}
+}
+
+// jump moves t's in-memory state to checkpoint c, when that is past its
+// head, and keeps the node's report current.
+func (r *registry) jump(t *table, c *checkpointRecord) {
+	if n := t.jump(c); n > 0 {
 		r.versions.Add(n)
 		r.report(r.counts())
 	}
 }
+
+// records calls fn for each version of t in [from, to], in ascending
+// order or in descending order when desc is set, until fn returns false.
+// It reads the index, and the stage log for the versions the index lacks:
+// those up to the base of a node that learned t from a checkpoint. It
+// holds at most recordsChunk records at a time.
+func (r *registry) records(ctx context.Context, t *table, from, to int64, desc bool, fn func(*logRecord) bool) error {
+	for from <= to {
+		lo, hi := from, min(to, from+recordsChunk-1)
+		if desc {
+			lo, hi = max(from, to-recordsChunk+1), to
+		}
+		got := make(map[int64]*logRecord, hi-lo+1)
+		if err := r.ix.records(t.id, lo, hi, false, func(rec *logRecord) bool {
+			got[rec.Version] = rec
+			return true
+		}); err != nil {
+			return err
+		}
+		for i := range hi - lo + 1 {
+			v := lo + i
+			if desc {
+				v = hi - i
+			}
+			rec := got[v]
+			if rec == nil {
+				var err error
+				if _, rec, err = r.stage.readRecord(ctx, t.id, v); err != nil {
+					return fmt.Errorf("meta: table %q version %d: %w", t.name, v, err)
+				}
+			}
+			if !fn(rec) {
+				return nil
+			}
+		}
+		if desc {
+			to = lo - 1
+		} else {
+			from = hi + 1
+		}
+	}
+	return nil
+}
+
+const recordsChunk = 256
 
 // counts is what this node reports about itself.
 func (r *registry) counts() cluster.Report {

@@ -42,7 +42,8 @@ type Service struct {
 	fwd     *forwarder  // a follower's one way to the leader
 	sync    syncQueue
 
-	compactQ compactQueue // tables the background compactor looks at
+	compactQ    compactQueue // tables the background compactor looks at
+	checkpointQ compactQueue // tables due for a log checkpoint
 
 	handlers map[string]actionHandler // the action table's handlers
 
@@ -104,7 +105,9 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sync.init()
 	s.compactQ.init()
+	s.checkpointQ.init()
 	s.reg = newRegistry(s.stage, ix, logger, s.startCommitter, s.cluster.Report)
+	s.reg.checkpointEvery, s.reg.checkpointDue = cfg.CheckpointInterval, s.checkpointQ.note
 	if err := s.reg.load(ctx, cfg.StageURI); err != nil {
 		s.cancel()
 		s.wg.Wait()
@@ -130,6 +133,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	s.runCluster()
 	s.startVerifier()
 	s.startCompactor()
+	s.startCheckpointer()
 	if s.lis != nil {
 		s.serve()
 	}
@@ -268,7 +272,7 @@ func (s *Service) History(ctx context.Context, name string, limit int64) (*lakep
 		return nil, fmt.Errorf("%w: negative limit", wire.ErrInvalidRequest)
 	}
 	h := &lakepb.History{Name: name}
-	err = s.ix.records(t.id, 0, t.row().Head, true, func(r *logRecord) bool {
+	err = s.reg.records(ctx, t, 0, t.row().Head, true, func(r *logRecord) bool {
 		h.Versions = append(h.Versions, &lakepb.VersionInfo{
 			Version: r.Version, CommittedAtUnixMicros: r.CommittedAt.UnixMicro(),
 			Rows: r.Rows, CommitIds: r.commitIDs(), Files: r.protoFiles(),
@@ -306,7 +310,13 @@ func (s *Service) Snapshot(ctx context.Context, name string, version, minVersion
 		return nil, fmt.Errorf("%w: table %q has versions 0..%d, not %d", wire.ErrVersionNotFound, name, head, *version)
 	}
 	snap.Version = *version
-	err = s.ix.records(t.id, 1, *version, false, func(r *logRecord) bool {
+	from := int64(1)
+	if base, err := s.ix.base(t.id); err != nil {
+		return nil, err
+	} else if base != nil && base.Version <= *version {
+		snap.Files, from = base.protoFiles(), base.Version+1
+	}
+	err = s.reg.records(ctx, t, from, *version, false, func(r *logRecord) bool {
 		snap.Files = r.applyFiles(snap.Files)
 		return true
 	})

@@ -26,6 +26,7 @@ type table struct {
 	writeMu sync.Mutex
 
 	mu    sync.Mutex
+	base  int64 // version of the index's base checkpoint (tableRow.Base)
 	head  int64
 	files []*lakepb.DataFile // data files of the head version, in order
 	rows  int64              // rows of the head version
@@ -34,7 +35,7 @@ type table struct {
 func (t *table) row() tableRow {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return tableRow{ID: t.id, Name: t.name, Schema: t.schemaRaw, CreatedAt: t.createdAt, Head: t.head}
+	return tableRow{ID: t.id, Name: t.name, Schema: t.schemaRaw, CreatedAt: t.createdAt, Head: t.head, Base: t.base}
 }
 
 func (t *table) info() *lakepb.TableInfo {
@@ -60,5 +61,20 @@ func (t *table) advance(recs []*logRecord) int64 {
 		t.rows += r.Rows
 		t.head = r.Version
 	}
+	return t.head - before
+}
+
+// jump sets the in-memory state to checkpoint c, the index's new base,
+// when c is past the head, and returns by how many versions the head
+// moved.
+func (t *table) jump(c *checkpointRecord) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.base = max(t.base, c.Version)
+	if c.Version <= t.head {
+		return 0
+	}
+	before := t.head
+	t.head, t.files, t.rows = c.Version, c.protoFiles(), c.Rows
 	return t.head - before
 }

@@ -78,7 +78,7 @@ func (s *Service) objectsOf(ctx context.Context, t *table, from, to int64) ([]ve
 		version int64
 	}
 	var files []fileAt
-	err := s.ix.records(t.id, from, to, false, func(r *logRecord) bool {
+	err := s.reg.records(ctx, t, from, to, false, func(r *logRecord) bool {
 		if r.Kind == kindCompact {
 			return true
 		}
