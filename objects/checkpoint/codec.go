@@ -65,8 +65,7 @@ func Decode(b []byte) (*Checkpoint, error) {
 	if !utf8.Valid(b) {
 		return nil, fmt.Errorf("%w: not valid UTF-8", ErrCorrupt)
 	}
-	sc := scanner{dec: json.NewDecoder(bytes.NewReader(b)), unknownAt: -1}
-	sc.dec.UseNumber()
+	sc := newScanner(b, fieldNames, maxDepth)
 	if err := sc.document(); err != nil {
 		return nil, err
 	}
@@ -128,8 +127,18 @@ func sanitize(err error) error {
 // version and the offset of the first name outside the format.
 type scanner struct {
 	dec       *json.Decoder
+	names     map[string]bool // every name of the format
+	maxDepth  int
 	version   *json.Number
 	unknownAt int64
+}
+
+// newScanner scans b for a format whose names are names, nested at most
+// maxDepth deep.
+func newScanner(b []byte, names map[string]bool, maxDepth int) *scanner {
+	sc := &scanner{dec: json.NewDecoder(bytes.NewReader(b)), names: names, maxDepth: maxDepth, unknownAt: -1}
+	sc.dec.UseNumber()
+	return sc
 }
 
 func (sc *scanner) token() (json.Token, error) {
@@ -175,7 +184,7 @@ func (sc *scanner) object(depth int) error {
 			return fmt.Errorf("%w: duplicate field at byte %d", ErrCorrupt, off)
 		}
 		seen[name] = true
-		if !fieldNames[name] && sc.unknownAt < 0 {
+		if !sc.names[name] && sc.unknownAt < 0 {
 			sc.unknownAt = off
 		}
 		if depth == 1 && name == "version" {
@@ -209,7 +218,7 @@ func (sc *scanner) value(depth int) error {
 	if !ok {
 		return nil
 	}
-	if depth >= maxDepth {
+	if depth >= sc.maxDepth {
 		return fmt.Errorf("%w: nested too deeply at byte %d", ErrCorrupt, off)
 	}
 	if d == '{' {

@@ -67,4 +67,15 @@
 //     of X.json, or by List once it is StaleTempAge old and unlocked.
 //
 // Files and directories are created mode 0600 and 0700.
+//
+// # Run checkpoints
+//
+// A bulk put (many files into one table, committed in batches) keeps one
+// more kind of checkpoint in the same directory: a Run (run.go), named
+// "<name>.run" so List never takes it for an upload. It has its own format
+// version (RunVersion), a strict decoder (DecodeRun, as strict as Decode),
+// and the same discipline through RunSession: the same exclusive lock,
+// the same atomic saves, the same modes, no secrets (the stage is named by
+// a hash of its root URI). It records each batch's commit id and rows
+// before the batch's append is sent, and which batches were acknowledged.
 package checkpoint

@@ -135,6 +135,16 @@ func (s *Session) Load() (*Checkpoint, error) {
 }
 
 func readCheckpoint(path string) (*Checkpoint, error) {
+	b, err := readLimited(path, MaxSize)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(b)
+}
+
+// readLimited reads the regular file at path, at most limit+1 bytes (so a
+// decoder can tell that it is too big). Missing → ErrNoCheckpoint.
+func readLimited(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNoCheckpoint
@@ -150,11 +160,7 @@ func readCheckpoint(path string) (*Checkpoint, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w: not a regular file", ErrCorrupt)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-	if err != nil {
-		return nil, err
-	}
-	return Decode(b)
+	return io.ReadAll(io.LimitReader(f, limit+1))
 }
 
 // Save stamps cp.UpdatedAt with the current time, validates cp and
