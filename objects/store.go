@@ -173,8 +173,9 @@ type Resumer interface {
 	// instead of removing them; nothing is visible at key until it
 	// completes. On success the checkpoint may be left marked completed,
 	// and the same call again returns the same object without sending it.
-	// A file with nothing to resume (an empty one) may be uploaded in one
-	// step and leave no checkpoint.
+	// A file with nothing to resume (an empty one, or one small enough
+	// for a single request) may be uploaded in one step and leave no
+	// checkpoint.
 	PutPathResumable(ctx context.Context, key, path string, cp *checkpoint.Session, opts PutOptions) (Info, error)
 
 	// Uploads returns the checkpoints in dir (checkpoint.List) of uploads

@@ -40,6 +40,12 @@ type Options struct {
 	// cannot hold. Backends without such entries (S3) leave it nil, and
 	// the NonRegular test is skipped.
 	PlantNonRegular func(t *testing.T, s objects.Store, kind NonRegular, key, target string)
+
+	// ResumableSize is the size of the files the resumable tests upload:
+	// large enough that the backend's PutPathResumable takes more than
+	// one request, so it can be interrupted and resumed (S3: more than
+	// one part). Zero means 2 MiB + 7 bytes.
+	ResumableSize int
 }
 
 // NonRegular is a kind of entry that is not an object: Stat and Open of
@@ -88,9 +94,14 @@ func RunWith(t *testing.T, newStore func(t *testing.T) objects.Store, o Options)
 		{"PutCancelled", testPutCancelled},
 		{"PutReaderError", testPutReaderError},
 		{"PutPath", testPutPath},
+		{"PutPathSmall", testPutPathSmall},
 		{"Resumable", resumable(testResumable)},
-		{"ResumableResume", resumable(testResumableResume)},
-		{"ResumableUploadsCancel", resumable(testResumableUploadsCancel)},
+		{"ResumableResume", resumable(func(t *testing.T, s objects.Store, r objects.Resumer) {
+			testResumableResume(t, s, r, o.resumableSize())
+		})},
+		{"ResumableUploadsCancel", resumable(func(t *testing.T, s objects.Store, r objects.Resumer) {
+			testResumableUploadsCancel(t, s, r, o.resumableSize())
+		})},
 		{"Close", testClose},
 		{"OpenRange", testOpenRange},
 		{"NotFound", testNotFound},
@@ -108,6 +119,13 @@ func RunWith(t *testing.T, newStore func(t *testing.T) objects.Store, o Options)
 			tc.fn(t, newStore(t))
 		})
 	}
+}
+
+func (o Options) resumableSize() int {
+	if o.ResumableSize > 0 {
+		return o.ResumableSize
+	}
+	return 2<<20 + 7
 }
 
 // randomBytes is deterministic so a failure reproduces.
@@ -317,6 +335,53 @@ func testPutPath(t *testing.T, s objects.Store) {
 	wantNotFound(t, s, "other")
 }
 
+// Small files, the bulk of a directory put: PutPath, and PutPathResumable
+// where the backend has it, store the bytes under a key of the minted
+// form, with the size and SHA-256 in the Info and an ETag that, when both
+// report one, Stat agrees with. An empty file too.
+func testPutPathSmall(t *testing.T, s objects.Store) {
+	dir := t.TempDir()
+	for i, size := range []int{64 << 10, 0, 1} {
+		src := filepath.Join(dir, fmt.Sprintf("img%d.jpg", i))
+		data := randomBytes(size, uint64(20+i))
+		if err := os.WriteFile(src, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		check := func(how, key string, in objects.Info) {
+			t.Helper()
+			checkInfo(t, in, key, data)
+			wantContent(t, s, key, data)
+			st, err := s.Stat(t.Context(), key)
+			if err != nil {
+				t.Fatalf("%s: Stat: %v", how, err)
+			}
+			if st.Size != int64(size) || st.ETag != "" && in.ETag != "" && st.ETag != in.ETag {
+				t.Fatalf("%s of %d bytes: Stat = %+v, the put said %+v", how, size, st, in)
+			}
+		}
+		key := objects.NewObjectKey(filepath.Base(src), time.Now())
+		in, err := s.PutPath(t.Context(), key, src, objects.PutOptions{ContentType: "image/jpeg"})
+		if err != nil {
+			t.Fatalf("PutPath of %d bytes: %v", size, err)
+		}
+		check("PutPath", key, in)
+
+		r, ok := s.(objects.Resumer)
+		if !ok {
+			continue
+		}
+		sess := openSession(t, filepath.Join(dir, "checkpoints"), fmt.Sprintf("img%d.json", i))
+		key = objects.NewObjectKey(filepath.Base(src), time.Now())
+		if in, err = r.PutPathResumable(t.Context(), key, src, sess, objects.PutOptions{ContentType: "image/jpeg"}); err != nil {
+			t.Fatalf("PutPathResumable of %d bytes: %v", size, err)
+		}
+		check("PutPathResumable", key, in)
+		if err := sess.Remove(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // resumable runs fn only against a backend that offers objects.Resumer.
 func resumable(fn func(t *testing.T, s objects.Store, r objects.Resumer)) func(t *testing.T, s objects.Store) {
 	return func(t *testing.T, s objects.Store) {
@@ -383,10 +448,10 @@ func testResumable(t *testing.T, s objects.Store, r objects.Resumer) {
 // A resumable upload cancelled from its progress report leaves nothing at
 // the key; the same call with the same checkpoint session then completes
 // it.
-func testResumableResume(t *testing.T, s objects.Store, r objects.Resumer) {
+func testResumableResume(t *testing.T, s objects.Store, r objects.Resumer, size int) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "resume.bin")
-	data := randomBytes(2<<20+7, 7)
+	data := randomBytes(size, 7)
 	if err := os.WriteFile(src, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -423,11 +488,11 @@ func interrupt(t *testing.T, r objects.Resumer, key, src string, sess *checkpoin
 
 // Uploads lists an interrupted upload of this stage, and only those;
 // Cancel gives it up, after which the same upload starts over.
-func testResumableUploadsCancel(t *testing.T, s objects.Store, r objects.Resumer) {
+func testResumableUploadsCancel(t *testing.T, s objects.Store, r objects.Resumer, size int) {
 	dir := t.TempDir()
 	cpDir := filepath.Join(dir, "checkpoints")
 	src := filepath.Join(dir, "cancel.bin")
-	data := randomBytes(2<<20+7, 9)
+	data := randomBytes(size, 9)
 	if err := os.WriteFile(src, data, 0o644); err != nil {
 		t.Fatal(err)
 	}

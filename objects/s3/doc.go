@@ -22,11 +22,17 @@
 // upload is aborted, so neither a partial object nor its parts remain —
 // except a resumable one.
 //
+// A file no larger than PartSize, through PutPath or PutPathResumable, is
+// one PutObject and nothing else: read once, hashed in memory, and sent
+// with its SHA-256 as checksum and metadata. There is nothing to resume in
+// one request, so it writes no checkpoint.
+//
 // The store is an objects.Resumer (DESIGN §7, resume.go): PutPathResumable
-// is a multipart upload whose checkpoint is saved before the first part
-// and after each one, checked against S3 (ListParts) and the file (every
-// finished part re-hashed) when resumed, and never aborted on failure, so
-// the next call with the same session sends only the missing parts.
+// of a larger file is a multipart upload whose checkpoint is saved before
+// the first part and after each one, checked against S3 (ListParts) and
+// the file (every finished part re-hashed) when resumed, and never aborted
+// on failure, so the next call with the same session sends only the
+// missing parts.
 // Uploads lists a checkpoint directory's uploads to this stage, and Cancel
 // aborts one for good (`lake uploads cancel`).
 //

@@ -93,10 +93,12 @@ func (s *Store) putResumable(ctx context.Context, k, path string, sess *checkpoi
 	cp, err := sess.Load()
 	switch {
 	case errors.Is(err, checkpoint.ErrNoCheckpoint):
-		if src.Size == 0 {
-			// S3 has no empty multipart upload, and one empty PutObject
-			// has nothing to resume.
-			return s.putPath(ctx, k, path, opts)
+		if src.Size <= s.partSize {
+			// One part's worth (or an empty file, which S3 cannot send
+			// as a multipart upload) has nothing to resume: one
+			// PutObject, no checkpoint. A crash before it returns
+			// leaves nothing at the key.
+			return s.putFileSingle(ctx, k, f, src.Size, opts)
 		}
 		if cp, known, err = s.startResumable(ctx, f, src, binding, sess, opts); err != nil {
 			return objects.Info{}, err

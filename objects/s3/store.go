@@ -252,10 +252,11 @@ func (s *Store) PutPath(ctx context.Context, key, path string, opts objects.PutO
 }
 
 // PutPathResumable implements objects.Resumer (see resume.go and DESIGN
-// §7): always a multipart upload, recorded in the checkpoint session cp
-// before its first part and after every part, and neither aborted on
-// failure nor cancellation. An empty file, which has nothing to resume, is
-// one PutObject and leaves no checkpoint.
+// §7): a multipart upload, recorded in the checkpoint session cp before
+// its first part and after every part, and neither aborted on failure nor
+// cancellation. A file no larger than one part has nothing to resume: it
+// is one PutObject, as PutPath sends it, and leaves no checkpoint. A
+// checkpoint cp already holds is resumed whatever the file's size now.
 func (s *Store) PutPathResumable(ctx context.Context, key, path string, cp *checkpoint.Session, opts objects.PutOptions) (objects.Info, error) {
 	k, err := s.objectKey(key)
 	if err != nil {
@@ -285,6 +286,9 @@ func (s *Store) putPath(ctx context.Context, k, path string, opts objects.PutOpt
 	if !fi.Mode().IsRegular() {
 		return objects.Info{}, fmt.Errorf("%s is not a regular file", path)
 	}
+	if fi.Size() <= s.partSize {
+		return s.putFileSingle(ctx, k, f, fi.Size(), opts)
+	}
 	h := sha256.New()
 	if _, err := copyCtx(ctx, h, f); err != nil {
 		return objects.Info{}, fmt.Errorf("hash %s: %w", path, err)
@@ -300,6 +304,51 @@ func (s *Store) putPath(ctx context.Context, k, path string, opts objects.PutOpt
 		}
 	}
 	return s.upload(ctx, k, f, opts, hex.EncodeToString(h.Sum(nil)), partSizeFor(s.partSize, fi.Size()))
+}
+
+// putFileSingle sends a file of size bytes, at most one part, in one
+// PutObject: read once into memory and hashed there, its SHA-256 as the
+// request's checksum (S3 verifies the bytes), as the signed payload hash
+// and as the object's metadata. A file that is no longer size bytes long
+// fails with errChanged and sends nothing.
+func (s *Store) putFileSingle(ctx context.Context, k string, f *os.File, size int64, opts objects.PutOptions) (objects.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return objects.Info{}, err
+	}
+	var buf []byte
+	if size <= smallBufSize {
+		bp := smallPool.Get().(*[]byte)
+		defer smallPool.Put(bp)
+		buf = *bp
+	} else {
+		buf = s.getPartBuf(s.partSize)
+		defer s.putPartBuf(buf)
+	}
+	// One byte more than expected tells a file that grew.
+	data := buf[:min(size+1, int64(len(buf)))]
+	n, err := io.ReadFull(f, data)
+	switch {
+	case err == io.ErrUnexpectedEOF || err == io.EOF:
+	case err != nil:
+		return objects.Info{}, fmt.Errorf("read source: %w", err)
+	}
+	if int64(n) != size {
+		return objects.Info{}, errChanged
+	}
+	if int64(len(data)) == size { // a full part: no room for the byte more
+		var more [1]byte
+		if m, _ := f.Read(more[:]); m > 0 {
+			return objects.Info{}, errChanged
+		}
+	}
+	data = data[:n]
+	sum := sha256.Sum256(data)
+	etag, err := s.putObject(ctx, k, data, sum[:], opts.ContentType, false)
+	if err != nil {
+		return objects.Info{}, err
+	}
+	newTracker(opts.Progress, size).add(size)
+	return published(size, hex.EncodeToString(sum[:]), etag), nil
 }
 
 // tracker serializes the progress reports of one upload.
