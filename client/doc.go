@@ -6,7 +6,10 @@
 // File bytes never pass through a lake server: PutFile and PutReader upload
 // straight to the stage, then append one metadata row (a FILE value: key,
 // size, SHA-256) through the endpoint, with a commit id that makes the
-// client's own retries harmless. Open reads an object back from the stage
+// client's own retries harmless. PutFiles does the same for many files
+// at once: a bounded pool of uploads, rows committed in batches (one table
+// version per batch), and a run checkpoint that makes a killed run, run
+// again, commit each file exactly once. Open reads an object back from the stage
 // and verifies its size and SHA-256; Verify has the metadata service check
 // every object of a table against its rows. Query runs read-only SQL over
 // Flight SQL. Errors the endpoint returns are a *StatusError holding the

@@ -27,7 +27,17 @@ type rowPlan struct {
 	schema     *arrow.Schema
 	fileCol    int
 	createdCol int // -1: none, or set explicitly
+	nameCol    int // -1: none, or set explicitly
+	name       string
 	cells      map[int]cell
+}
+
+// fileRow is what differs between the rows of one plan: the name, the
+// uploaded file's value and the row's created_at.
+type fileRow struct {
+	name string
+	file wire.FileValue
+	at   time.Time
 }
 
 // planRow fills the row for the table's schema: the first FILE column
@@ -35,7 +45,7 @@ type rowPlan struct {
 // "created_at" column the time, set the columns it names; the rest stay
 // null, which a non-nullable column refuses.
 func planRow(schema *arrow.Schema, name string, set map[string]string) (*rowPlan, error) {
-	p := &rowPlan{schema: schema, fileCol: -1, createdCol: -1, cells: make(map[int]cell)}
+	p := &rowPlan{schema: schema, fileCol: -1, createdCol: -1, nameCol: -1, name: name, cells: make(map[int]cell)}
 	for i, f := range schema.Fields() {
 		if wire.IsFileField(f) {
 			p.fileCol = i
@@ -60,7 +70,7 @@ func planRow(schema *arrow.Schema, name string, set map[string]string) (*rowPlan
 	}
 	if idx := schema.FieldIndices("name"); len(idx) == 1 && p.cells[idx[0]] == nil && idx[0] != p.fileCol {
 		if _, ok := schema.Field(idx[0]).Type.(*arrow.StringType); ok {
-			p.cells[idx[0]] = appendCell(name)
+			p.nameCol = idx[0]
 		}
 	}
 	if idx := schema.FieldIndices("created_at"); len(idx) == 1 && p.cells[idx[0]] == nil {
@@ -69,32 +79,43 @@ func planRow(schema *arrow.Schema, name string, set map[string]string) (*rowPlan
 		}
 	}
 	for i, f := range schema.Fields() {
-		if !f.Nullable && i != p.fileCol && i != p.createdCol && p.cells[i] == nil {
+		if !f.Nullable && i != p.fileCol && i != p.createdCol && i != p.nameCol && p.cells[i] == nil {
 			return nil, &ValueError{Column: f.Name, Err: fmt.Errorf("%w: set it", ErrMissingValue)}
 		}
 	}
 	return p, nil
 }
 
-// record builds the row around the uploaded file's value.
+// record builds the row around the uploaded file's value, named as
+// planned.
 func (p *rowPlan) record(v wire.FileValue, now time.Time) (arrow.RecordBatch, error) {
+	return p.records([]fileRow{{name: p.name, file: v, at: now}})
+}
+
+// records builds one row per file, in order, as one record batch: the
+// rows of one batched append.
+func (p *rowPlan) records(rows []fileRow) (arrow.RecordBatch, error) {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, p.schema)
 	defer b.Release()
-	for i := range p.schema.Fields() {
-		fb := b.Field(i)
-		switch {
-		case i == p.fileCol:
-			wire.AppendFileValue(fb.(*array.StructBuilder), v)
-		case i == p.createdCol:
-			ts, err := arrow.TimestampFromTime(now, p.schema.Field(i).Type.(*arrow.TimestampType).Unit)
-			if err != nil {
-				return nil, err
+	for _, r := range rows {
+		for i := range p.schema.Fields() {
+			fb := b.Field(i)
+			switch {
+			case i == p.fileCol:
+				wire.AppendFileValue(fb.(*array.StructBuilder), r.file)
+			case i == p.createdCol:
+				ts, err := arrow.TimestampFromTime(r.at, p.schema.Field(i).Type.(*arrow.TimestampType).Unit)
+				if err != nil {
+					return nil, err
+				}
+				fb.(*array.TimestampBuilder).Append(ts)
+			case i == p.nameCol:
+				fb.(*array.StringBuilder).Append(r.name)
+			case p.cells[i] != nil:
+				p.cells[i](fb)
+			default:
+				fb.AppendNull()
 			}
-			fb.(*array.TimestampBuilder).Append(ts)
-		case p.cells[i] != nil:
-			p.cells[i](fb)
-		default:
-			fb.AppendNull()
 		}
 	}
 	return b.NewRecordBatch(), nil
