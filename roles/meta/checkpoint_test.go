@@ -16,6 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lakedata/lake/internal/etcdtest"
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/layout"
@@ -378,4 +379,41 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 			t.Fatalf("accepted a hint of version %d", v)
 		}
 	})
+}
+
+// TestFollowerFarBehindCatchesUpFromACheckpoint: a follower that was down
+// while the leader committed 65 versions reads the hint, one checkpoint
+// and the few records after it when it comes back, not 65 records, and
+// then serves the same snapshot as the leader.
+func TestFollowerFarBehindCatchesUpFromACheckpoint(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	every := func(c *Config) { c.CheckpointInterval, c.CompactMinFiles = 10, 0 }
+	leader := newMemberWith(t, etcd.Endpoint, nil, func(f *fixture) { f.tune = every })
+	waitFor(t, "the first node to lead", func() bool { return leader.svc.canCommit() })
+	counter := &readCounter{reads: make(map[layout.Kind]int)}
+	follower := newMemberWith(t, etcd.Endpoint, leader, func(f *fixture) {
+		f.tune = every
+		f.wrap = func(s objects.Store) objects.Store {
+			counter.Store = s
+			return counter
+		}
+	})
+	info := leader.createTable("clips")
+	waitFor(t, "the follower to know the table", func() bool { return follower.svc.reg.lookup("clips") != nil })
+	follower.stop()
+	for i := range 65 {
+		if _, err := leader.appendOne("clips", nameN(i), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leader.waitCheckpoint(info.Id, 60)
+	counter.take()
+	follower.start()
+	waitFor(t, "the follower to catch up", func() bool { return follower.svc.reg.lookup("clips").row().Head >= 65 })
+	if n := counter.take()[layout.KindLog]; n > 5+2 {
+		t.Errorf("the follower read %d log records to catch up 65 versions; want the 5 after checkpoint 60 (+2)", n)
+	}
+	if got, want := follower.snapshot("clips", nil), leader.snapshot("clips", nil); !proto.Equal(got, want) {
+		t.Errorf("follower snapshot %v, leader %v", got, want)
+	}
 }

@@ -22,6 +22,13 @@ import (
 // other's stage (or a new stage when other is nil).
 func newMember(t *testing.T, etcd string, other *fixture) *fixture {
 	t.Helper()
+	return newMemberWith(t, etcd, other, nil)
+}
+
+// newMemberWith is newMember with prepare, when not nil, called on the
+// fixture before it starts (to tune its config or wrap its stage).
+func newMemberWith(t *testing.T, etcd string, other *fixture, prepare func(*fixture)) *fixture {
+	t.Helper()
 	var f *fixture
 	if other == nil {
 		f = &fixture{t: t}
@@ -33,6 +40,9 @@ func newMember(t *testing.T, etcd string, other *fixture) *fixture {
 	}
 	f.dataDir = filepath.Join(t.TempDir(), "data")
 	f.etcd, f.listen = etcd, freeport.MustAddr(t)
+	if prepare != nil {
+		prepare(f)
+	}
 	f.start()
 	t.Cleanup(f.stop)
 	return f
