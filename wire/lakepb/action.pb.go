@@ -451,8 +451,13 @@ type VersionInfo struct {
 	Rows                  int64                  `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`                           // rows added by this version
 	CommitIds             []string               `protobuf:"bytes,4,rep,name=commit_ids,json=commitIds,proto3" json:"commit_ids,omitempty"` // idempotency keys committed in it
 	Files                 []*DataFile            `protobuf:"bytes,5,rep,name=files,proto3" json:"files,omitempty"`                          // data files added by this version
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// What the version did: "create" (version 0), "append", "compact",
+	// "delete", "expire".
+	Kind          string   `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
+	Expired       bool     `protobuf:"varint,7,opt,name=expired,proto3" json:"expired,omitempty"` // its files may be gone (lake table expire)
+	Removes       []string `protobuf:"bytes,8,rep,name=removes,proto3" json:"removes,omitempty"`  // data files the version dropped
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VersionInfo) Reset() {
@@ -520,6 +525,27 @@ func (x *VersionInfo) GetFiles() []*DataFile {
 	return nil
 }
 
+func (x *VersionInfo) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *VersionInfo) GetExpired() bool {
+	if x != nil {
+		return x.Expired
+	}
+	return false
+}
+
+func (x *VersionInfo) GetRemoves() []string {
+	if x != nil {
+		return x.Removes
+	}
+	return nil
+}
+
 type History struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -580,7 +606,11 @@ type SnapshotRequest struct {
 	Version *int64 `protobuf:"varint,2,opt,name=version,proto3,oneof" json:"version,omitempty"`
 	// With version absent: the latest, and at least this version (see
 	// DescribeTableRequest.min_version).
-	MinVersion    *int64 `protobuf:"varint,3,opt,name=min_version,json=minVersion,proto3,oneof" json:"min_version,omitempty"`
+	MinVersion *int64 `protobuf:"varint,3,opt,name=min_version,json=minVersion,proto3,oneof" json:"min_version,omitempty"`
+	// The newest version committed at or before this time (time travel,
+	// AT (TIMESTAMP => …)); not with version. A time in the future is
+	// InvalidArgument, one before the table's creation NotFound.
+	AtUnixMicros  *int64 `protobuf:"varint,4,opt,name=at_unix_micros,json=atUnixMicros,proto3,oneof" json:"at_unix_micros,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -632,6 +662,13 @@ func (x *SnapshotRequest) GetVersion() int64 {
 func (x *SnapshotRequest) GetMinVersion() int64 {
 	if x != nil && x.MinVersion != nil {
 		return *x.MinVersion
+	}
+	return 0
+}
+
+func (x *SnapshotRequest) GetAtUnixMicros() int64 {
+	if x != nil && x.AtUnixMicros != nil {
+		return *x.AtUnixMicros
 	}
 	return 0
 }
@@ -697,14 +734,15 @@ func (x *DataFile) GetSize() int64 {
 }
 
 type Snapshot struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
-	Version       int64                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
-	Schema        []byte                 `protobuf:"bytes,4,opt,name=schema,proto3" json:"schema,omitempty"`
-	Files         []*DataFile            `protobuf:"bytes,5,rep,name=files,proto3" json:"files,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Name                  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Id                    string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Version               int64                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Schema                []byte                 `protobuf:"bytes,4,opt,name=schema,proto3" json:"schema,omitempty"`
+	Files                 []*DataFile            `protobuf:"bytes,5,rep,name=files,proto3" json:"files,omitempty"`
+	CommittedAtUnixMicros int64                  `protobuf:"varint,6,opt,name=committed_at_unix_micros,json=committedAtUnixMicros,proto3" json:"committed_at_unix_micros,omitempty"` // when the version committed
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
@@ -770,6 +808,13 @@ func (x *Snapshot) GetFiles() []*DataFile {
 		return x.Files
 	}
 	return nil
+}
+
+func (x *Snapshot) GetCommittedAtUnixMicros() int64 {
+	if x != nil {
+		return x.CommittedAtUnixMicros
+	}
+	return 0
 }
 
 // lake.discover: where and how to upload. Never carries credentials: a
@@ -1752,6 +1797,146 @@ func (x *CompactResult) GetFilesAfter() int64 {
 	return 0
 }
 
+// lake.table.delete: one new version without the rows whose FILE value
+// has one of keys (in any FILE column). A key no row of the current
+// version has is FailedPrecondition, and nothing changes. Deleted rows
+// stay readable at older versions until those expire.
+type DeleteRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Table           string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Keys            []string               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`                                                     // FILE keys; every row with one of them goes
+	CommitId        string                 `protobuf:"bytes,3,opt,name=commit_id,json=commitId,proto3" json:"commit_id,omitempty"`                             // idempotency, as for appends
+	ExpectedVersion *int64                 `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"` // Aborted if the table moved
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DeleteRequest) Reset() {
+	*x = DeleteRequest{}
+	mi := &file_wire_action_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRequest) ProtoMessage() {}
+
+func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRequest) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DeleteRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *DeleteRequest) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *DeleteRequest) GetCommitId() string {
+	if x != nil {
+		return x.CommitId
+	}
+	return ""
+}
+
+func (x *DeleteRequest) GetExpectedVersion() int64 {
+	if x != nil && x.ExpectedVersion != nil {
+		return *x.ExpectedVersion
+	}
+	return 0
+}
+
+type DeleteResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Version       int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Rows          int64                  `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"` // rows removed
+	Duplicate     bool                   `protobuf:"varint,4,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteResult) Reset() {
+	*x = DeleteResult{}
+	mi := &file_wire_action_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteResult) ProtoMessage() {}
+
+func (x *DeleteResult) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteResult.ProtoReflect.Descriptor instead.
+func (*DeleteResult) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *DeleteResult) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *DeleteResult) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *DeleteResult) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *DeleteResult) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
 var File_wire_action_proto protoreflect.FileDescriptor
 
 const file_wire_action_proto_rawDesc = "" +
@@ -1781,35 +1966,41 @@ const file_wire_action_proto_rawDesc = "" +
 	"\f_min_version\":\n" +
 	"\x0eHistoryRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x03R\x05limit\"\xc0\x01\n" +
+	"\x05limit\x18\x02 \x01(\x03R\x05limit\"\x88\x02\n" +
 	"\vVersionInfo\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x127\n" +
 	"\x18committed_at_unix_micros\x18\x02 \x01(\x03R\x15committedAtUnixMicros\x12\x12\n" +
 	"\x04rows\x18\x03 \x01(\x03R\x04rows\x12\x1d\n" +
 	"\n" +
 	"commit_ids\x18\x04 \x03(\tR\tcommitIds\x12+\n" +
-	"\x05files\x18\x05 \x03(\v2\x15.lake.action.DataFileR\x05files\"S\n" +
+	"\x05files\x18\x05 \x03(\v2\x15.lake.action.DataFileR\x05files\x12\x12\n" +
+	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x18\n" +
+	"\aexpired\x18\a \x01(\bR\aexpired\x12\x18\n" +
+	"\aremoves\x18\b \x03(\tR\aremoves\"S\n" +
 	"\aHistory\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
-	"\bversions\x18\x02 \x03(\v2\x18.lake.action.VersionInfoR\bversions\"\x86\x01\n" +
+	"\bversions\x18\x02 \x03(\v2\x18.lake.action.VersionInfoR\bversions\"\xc4\x01\n" +
 	"\x0fSnapshotRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\aversion\x18\x02 \x01(\x03H\x00R\aversion\x88\x01\x01\x12$\n" +
 	"\vmin_version\x18\x03 \x01(\x03H\x01R\n" +
-	"minVersion\x88\x01\x01B\n" +
+	"minVersion\x88\x01\x01\x12)\n" +
+	"\x0eat_unix_micros\x18\x04 \x01(\x03H\x02R\fatUnixMicros\x88\x01\x01B\n" +
 	"\n" +
 	"\b_versionB\x0e\n" +
-	"\f_min_version\"D\n" +
+	"\f_min_versionB\x11\n" +
+	"\x0f_at_unix_micros\"D\n" +
 	"\bDataFile\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\x03R\x04rows\x12\x12\n" +
-	"\x04size\x18\x03 \x01(\x03R\x04size\"\x8d\x01\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\"\xc6\x01\n" +
 	"\bSnapshot\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x03R\aversion\x12\x16\n" +
 	"\x06schema\x18\x04 \x01(\fR\x06schema\x12+\n" +
-	"\x05files\x18\x05 \x03(\v2\x15.lake.action.DataFileR\x05files\"\x11\n" +
+	"\x05files\x18\x05 \x03(\v2\x15.lake.action.DataFileR\x05files\x127\n" +
+	"\x18committed_at_unix_micros\x18\x06 \x01(\x03R\x15committedAtUnixMicros\"\x11\n" +
 	"\x0fDiscoverRequest\"\xe2\x01\n" +
 	"\x0fStageDescriptor\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x19\n" +
@@ -1891,7 +2082,18 @@ const file_wire_action_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12!\n" +
 	"\ffiles_before\x18\x03 \x01(\x03R\vfilesBefore\x12\x1f\n" +
 	"\vfiles_after\x18\x04 \x01(\x03R\n" +
-	"filesAfter*\xda\x01\n" +
+	"filesAfter\"\x9b\x01\n" +
+	"\rDeleteRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\tR\x04keys\x12\x1b\n" +
+	"\tcommit_id\x18\x03 \x01(\tR\bcommitId\x12.\n" +
+	"\x10expected_version\x18\x04 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
+	"\x11_expected_version\"p\n" +
+	"\fDeleteResult\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x12\n" +
+	"\x04rows\x18\x03 \x01(\x03R\x04rows\x12\x1c\n" +
+	"\tduplicate\x18\x04 \x01(\bR\tduplicate*\xda\x01\n" +
 	"\rVerifyProblem\x12\x1e\n" +
 	"\x1aVERIFY_PROBLEM_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bVERIFY_PROBLEM_SIZE_DIFFERS\x10\x01\x12!\n" +
@@ -1913,7 +2115,7 @@ func file_wire_action_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_action_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_wire_action_proto_goTypes = []any{
 	(VerifyProblem)(0),           // 0: lake.action.VerifyProblem
 	(*CreateTableRequest)(nil),   // 1: lake.action.CreateTableRequest
@@ -1939,6 +2141,8 @@ var file_wire_action_proto_goTypes = []any{
 	(*VerifyCursor)(nil),         // 21: lake.action.VerifyCursor
 	(*CompactRequest)(nil),       // 22: lake.action.CompactRequest
 	(*CompactResult)(nil),        // 23: lake.action.CompactResult
+	(*DeleteRequest)(nil),        // 24: lake.action.DeleteRequest
+	(*DeleteResult)(nil),         // 25: lake.action.DeleteResult
 }
 var file_wire_action_proto_depIdxs = []int32{
 	2,  // 0: lake.action.TableList.tables:type_name -> lake.action.TableInfo
@@ -1968,13 +2172,14 @@ func file_wire_action_proto_init() {
 		(*VerifyResult_Progress)(nil),
 	}
 	file_wire_action_proto_msgTypes[18].OneofWrappers = []any{}
+	file_wire_action_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_action_proto_rawDesc), len(file_wire_action_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
