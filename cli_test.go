@@ -185,8 +185,9 @@ func TestCLIPut(t *testing.T) {
 		if len(fields) != 4 {
 			t.Fatalf("row %q", row)
 		}
-		if !strings.HasSuffix(fields[0], "/doc"+strconv.Itoa(i)+".txt") || fields[1] != strconv.Itoa(len(contents[i])) ||
-			fields[2] != sha([]byte(contents[i])) || fields[3] != strconv.Itoa(i+1) {
+		// Many files commit as one batch: one version for all.
+		if !strings.HasSuffix(fields[0], "doc"+strconv.Itoa(i)+".txt") || fields[1] != strconv.Itoa(len(contents[i])) ||
+			fields[2] != sha([]byte(contents[i])) || fields[3] != "1" {
 			t.Errorf("row %d: %q", i, row)
 		}
 		if len(fields[0])+strings.Index(row[len(fields[0]):], fields[1]) != keyCol {
@@ -208,7 +209,7 @@ func TestCLIPut(t *testing.T) {
 			t.Fatalf("line %q: %v", sc.Text(), err)
 		}
 		if got.Path != paths[n] || got.Table != "docs" || got.Size != int64(len(contents[n])) ||
-			got.SHA256 != sha([]byte(contents[n])) || got.Version != int64(4+n) || !strings.HasPrefix(got.ContentType, "text/plain") {
+			got.SHA256 != sha([]byte(contents[n])) || got.Version != 2 || !strings.HasPrefix(got.ContentType, "text/plain") {
 			t.Errorf("line %d: %+v", n, got)
 		}
 		n++
@@ -222,7 +223,7 @@ func TestCLIPut(t *testing.T) {
 		t.Errorf("- without --name: %v", err)
 	}
 	out, err := f.run("from stdin", "put", "-", "--table", "docs", "--name", "in.txt", "--json")
-	if err != nil || !strings.Contains(out, `"size":10`) || !strings.Contains(out, `/in.txt"`) {
+	if err != nil || !strings.Contains(out, `"size":10`) || !strings.Contains(out, `in.txt"`) {
 		t.Errorf("put -: %v\n%s", err, out)
 	}
 	if got := f.objectCount(); got != 7 {

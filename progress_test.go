@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/lakedata/lake/client"
 )
 
 func TestProgressPlainLines(t *testing.T) {
@@ -38,5 +40,27 @@ func TestProgressBarRedrawsOnATerminal(t *testing.T) {
 	out := buf.String()
 	if !strings.HasPrefix(out, "\r\033[K") || !strings.Contains(out, "[======") || !strings.HasSuffix(out, "\r\033[K") {
 		t.Fatalf("terminal output %q", out)
+	}
+}
+
+// A run of many files shows files done of all, bytes, the rates and the
+// failures, and draws its last line however soon it comes.
+func TestProgressCountsFiles(t *testing.T) {
+	var buf bytes.Buffer
+	p := newProgress(&buf, false, "put")
+	p.updateFiles(client.BulkProgress{FilesDone: 0, FilesTotal: 4, Bytes: 0, BytesTotal: 4 << 20})
+	p.updateFiles(client.BulkProgress{FilesDone: 1, FilesTotal: 4, Bytes: 2 << 20, BytesTotal: 4 << 20}) // within p.every: not drawn
+	p.updateFiles(client.BulkProgress{FilesDone: 3, FilesFailed: 1, FilesTotal: 4, Bytes: 4 << 20, BytesTotal: 4 << 20})
+	p.finish()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("lines %q", lines)
+	}
+	if !strings.Contains(lines[0], "  0.0% 0/4 files 0 B/4.0 MiB") {
+		t.Errorf("first line %q", lines[0])
+	}
+	if !strings.Contains(lines[1], "100.0% 3/4 files 4.0 MiB/4.0 MiB") || !strings.Contains(lines[1], "files/s") ||
+		!strings.Contains(lines[1], "(1 failed)") || strings.Contains(lines[1], "ETA") {
+		t.Errorf("last line %q", lines[1])
 	}
 }

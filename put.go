@@ -26,6 +26,10 @@ type putOptions struct {
 	contentType string
 	json        bool
 	noProgress  bool
+	recursive   bool
+	jobs        int
+	batchRows   int
+	batchWait   time.Duration
 
 	// Where progress goes (stderr) and whether it is a terminal; set by
 	// the command, nil in tests that do not want it.
@@ -43,6 +47,10 @@ func (o *putOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.name, "name", "", "name of the file (default: its base name; required for -)")
 	f.StringVar(&o.contentType, "content-type", "", "MIME type (default: from the name's extension)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object per file instead of a table")
+	f.BoolVarP(&o.recursive, "recursive", "r", false, "put every regular file under each directory PATH")
+	f.IntVar(&o.jobs, "jobs", client.DefaultJobs, "files uploaded at once, when putting many")
+	f.IntVar(&o.batchRows, "batch-rows", client.DefaultBatchRows, "most rows committed as one table version, when putting many")
+	f.DurationVar(&o.batchWait, "batch-wait", client.DefaultBatchWait, "longest an uploaded file waits for its rows' commit, when putting many")
 	_ = cmd.MarkFlagRequired("table")
 }
 
@@ -52,7 +60,20 @@ func newPutCommand(g *globalOptions) *cobra.Command {
 		Use:   "put PATH... --table T",
 		Short: "Upload files to the stage and add a row for each",
 		Long: `Upload each file straight to the managed stage, then add one row for it to
-the table, each as its own table version.
+the table.
+
+One file is one table version. Many files (several PATHs, or directories
+with -r) upload --jobs at a time and commit in batches, one table version
+per batch: a batch is sent when it holds --batch-rows rows or its first
+file has waited --batch-wait. Bigger batches mean fewer versions and
+fewer round trips; the wait bounds how long an uploaded file stays out of
+the table. A run of many files keeps a run checkpoint next to the upload
+checkpoints: killed or failed, the same command run again commits each
+file exactly once — it skips files already committed, resends the batch
+that was in flight with the same commit id, and puts the rest. A file
+that vanishes or cannot be read during the run is reported, the others go
+on, and lake exits with status 1. Inside a directory, symbolic links and
+special files are skipped.
 
 The row's first FILE column gets the file's location, size and SHA-256; a
 "name" column gets the file's base name (or --name), a "created_at"
@@ -66,6 +87,7 @@ size, SHA-256 and the table version holding its row; with --json one JSON
 object per line.` + endpointHelp,
 		Example: `  lake put clip.mp4 --table videos
   lake put *.mp4 --table videos --set camera=north --set shot=2024-05-01
+  lake put -r ./frames --table frames --jobs 16
   curl -s https://example.com/w.bin | lake put - --name w.bin --table weights --json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -80,6 +102,9 @@ object per line.` + endpointHelp,
 			defer c.Close()
 			if !o.noProgress {
 				o.progressOut, o.progressTTY = cmd.ErrOrStderr(), isTerminal(os.Stderr)
+			}
+			if o.many(args) {
+				return runPutFiles(cmd.Context(), c, o, set, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
 			return runPut(cmd.Context(), c, o, set, args, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
@@ -103,7 +128,15 @@ func (o *putOptions) check(paths []string) (map[string]string, error) {
 		}
 		set[col] = val
 	}
-	stdin := 0
+	switch {
+	case o.jobs < 1:
+		return nil, fmt.Errorf("%w: --jobs %d: want at least 1", errUsage, o.jobs)
+	case o.batchRows < 1:
+		return nil, fmt.Errorf("%w: --batch-rows %d: want at least 1", errUsage, o.batchRows)
+	case o.batchWait <= 0:
+		return nil, fmt.Errorf("%w: --batch-wait %s: want a positive duration", errUsage, o.batchWait)
+	}
+	stdin, dirs := 0, 0
 	for _, p := range paths {
 		if p == "-" {
 			stdin++
@@ -111,9 +144,14 @@ func (o *putOptions) check(paths []string) (map[string]string, error) {
 		}
 		fi, err := os.Stat(p)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", errUsage, err)
 		}
-		if !fi.Mode().IsRegular() {
+		switch {
+		case fi.IsDir() && !o.recursive:
+			return nil, fmt.Errorf("%w: %s is a directory: add -r to put the files under it", errUsage, p)
+		case fi.IsDir():
+			dirs++
+		case !fi.Mode().IsRegular():
 			return nil, fmt.Errorf("%w: %s is not a regular file", errUsage, p)
 		}
 	}
@@ -122,10 +160,20 @@ func (o *putOptions) check(paths []string) (map[string]string, error) {
 		return nil, fmt.Errorf("%w: - (standard input) can be given once", errUsage)
 	case stdin == 1 && o.name == "":
 		return nil, fmt.Errorf("%w: - (standard input) needs --name", errUsage)
+	case stdin == 1 && o.many(paths):
+		return nil, fmt.Errorf("%w: - (standard input) is put alone, without other paths or -r", errUsage)
 	case o.name != "" && len(paths) > 1:
 		return nil, fmt.Errorf("%w: --name names one file; %d given", errUsage, len(paths))
+	case o.name != "" && dirs > 0:
+		return nil, fmt.Errorf("%w: --name names one file, not the files of a directory", errUsage)
 	}
 	return set, nil
+}
+
+// many reports whether the command puts many files (batched, through a
+// run checkpoint) rather than one.
+func (o *putOptions) many(paths []string) bool {
+	return len(paths) > 1 || o.recursive
 }
 
 // putLine is the --json output for one file.
@@ -140,6 +188,15 @@ type putLine struct {
 	UploadedAt  time.Time `json:"uploaded_at"`
 	Version     int64     `json:"version"`
 	Duplicate   bool      `json:"duplicate"`
+}
+
+// putFailedLine is the --json output for a file that failed, or that an
+// earlier run of the same command committed (skipped).
+type putFailedLine struct {
+	Path    string `json:"path"`
+	Table   string `json:"table"`
+	Error   string `json:"error,omitempty"`
+	Skipped bool   `json:"skipped,omitempty"`
 }
 
 // runPut puts the files one after another and stops at the first error;
@@ -199,4 +256,77 @@ func runPut(ctx context.Context, c *client.Client, o *putOptions, set map[string
 		err = ferr
 	}
 	return err
+}
+
+// runPutFiles puts many files as one run (client.PutFiles): each row is
+// printed as its batch commits, each failure reported on stderr (and in
+// --json output) as it happens, and a summary ends on stderr.
+func runPutFiles(ctx context.Context, c *client.Client, o *putOptions, set map[string]string, paths []string, w, errw io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	enc := json.NewEncoder(w)
+	var bar *progress
+	var outErr error
+	po := client.PutFilesOptions{
+		Set: set, ContentType: o.contentType, Recursive: o.recursive,
+		Jobs: o.jobs, BatchRows: o.batchRows, BatchWait: o.batchWait,
+	}
+	if o.progressOut != nil {
+		bar = newProgress(o.progressOut, o.progressTTY, "put")
+		po.Progress = bar.updateFiles
+	}
+	po.OnFile = func(r client.FileResult) {
+		var err error
+		switch {
+		case r.Err != nil:
+			if bar != nil {
+				bar.finish() // the bar's line is not to be mixed with the report
+			}
+			fmt.Fprintf(errw, "lake: %s: %v\n", r.Path, r.Err)
+			if o.json {
+				err = enc.Encode(putFailedLine{Path: r.Path, Table: o.table, Error: r.Err.Error()})
+			}
+		case r.Skipped:
+			if o.json {
+				err = enc.Encode(putFailedLine{Path: r.Path, Table: o.table, Skipped: true})
+			}
+		case o.json:
+			v := r.File
+			err = enc.Encode(putLine{
+				Path: r.Path, Table: o.table, Key: v.Key, Size: v.Size, SHA256: v.SHA256, ContentType: v.ContentType,
+				ETag: v.ETag, UploadedAt: v.UploadedAt.UTC(), Version: r.Version, Duplicate: r.Duplicate,
+			})
+		default:
+			_, err = fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", r.File.Key, r.File.Size, r.File.SHA256, r.Version)
+		}
+		if err != nil && outErr == nil {
+			outErr = err
+		}
+	}
+	if !o.json {
+		fmt.Fprintln(tw, "KEY\tSIZE\tSHA256\tVERSION")
+	}
+	start := time.Now()
+	res, err := c.PutFiles(ctx, o.table, paths, po)
+	if bar != nil {
+		bar.finish()
+	}
+	if ferr := tw.Flush(); outErr == nil {
+		outErr = ferr
+	}
+	if res != nil {
+		elapsed := time.Since(start)
+		fmt.Fprintf(errw, "put %d files into %s in %d versions, %s (%.0f files/s)", res.Committed, o.table, res.Batches,
+			elapsed.Round(time.Millisecond), float64(res.Committed)/max(elapsed.Seconds(), 1e-9))
+		if res.Skipped > 0 {
+			fmt.Fprintf(errw, "; %d skipped, committed by an earlier run of this command", res.Skipped)
+		}
+		if res.Failed > 0 {
+			fmt.Fprintf(errw, "; %d failed", res.Failed)
+		}
+		fmt.Fprintln(errw)
+	}
+	if err != nil {
+		return err
+	}
+	return outErr
 }

@@ -228,10 +228,11 @@ func (o *PutFilesOptions) fill() error {
 
 // bulkFile is a file a run puts.
 type bulkFile struct {
-	path string // as found: an argument or under one
-	abs  string // canonical
-	name string
-	size int64
+	index int    // in the run's order: a batch's rows keep it
+	path  string // as found: an argument or under one
+	abs   string // canonical
+	name  string
+	size  int64
 }
 
 type walkError struct {
@@ -257,7 +258,7 @@ func expandPaths(paths []string, recursive bool) ([]bulkFile, []walkError, error
 			return
 		}
 		seen[abs] = true
-		files = append(files, bulkFile{path: p, abs: abs, name: filepath.Base(p), size: fi.Size()})
+		files = append(files, bulkFile{index: len(files), path: p, abs: abs, name: filepath.Base(p), size: fi.Size()})
 	}
 	for _, p := range paths {
 		fi, err := os.Stat(p)
@@ -675,6 +676,9 @@ func (b *bulk) uploadResumable(ctx context.Context, f bulkFile, key string, opts
 // commitUploads records a batch of uploaded files as pending and commits
 // it.
 func (b *bulk) commitUploads(ctx context.Context, batch []uploaded) error {
+	// Uploads finish in any order; rows go in the order of the arguments,
+	// so a run of few files lists them as given.
+	slices.SortFunc(batch, func(x, y uploaded) int { return x.f.index - y.f.index })
 	rb := checkpoint.RunBatch{CommitID: uuid.NewString(), Files: make([]checkpoint.RunFile, len(batch))}
 	shown := make(map[string]string, len(batch))
 	for i, u := range batch {
