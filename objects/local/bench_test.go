@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -61,8 +63,9 @@ func benchStore(b *testing.B, m resolveMode) objects.Store {
 // BenchmarkPutSmall puts 64 KiB objects from 8 goroutines, as `lake put
 // -r --jobs 8` does, under keys of two layouts: one new directory per
 // object (objects/<yyyy>/<mm>/<uuid>/<name>) and objects side by side in
-// a shared directory (objects/<yyyy>/<mm>/<dd>/<uuid>-<name>). It reports
-// the fsyncs of each put.
+// a shared directory (objects/<yyyy>/<mm>/<dd>/<uuid>-<name>), and a
+// durable writer of the same files beside them. It reports the fsyncs of
+// each put.
 func BenchmarkPutSmall(b *testing.B) {
 	data := make([]byte, 64<<10)
 	for _, layout := range []struct {
@@ -89,4 +92,31 @@ func BenchmarkPutSmall(b *testing.B) {
 			b.ReportMetric(float64(local.Syncs(s))/float64(b.N), "fsyncs/op")
 		})
 	}
+	// What the puts are held against: the same writes, each created in a
+	// shared directory, written and fsync'd, with no temp file or rename.
+	b.Run("durable-writer", func(b *testing.B) {
+		dir := b.TempDir()
+		var next atomic.Int64
+		b.SetBytes(int64(len(data)))
+		b.SetParallelism(8 / runtime.GOMAXPROCS(0))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%016x-img.jpg", next.Add(1))), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+				if err == nil {
+					_, err = f.Write(data)
+				}
+				if err == nil {
+					err = f.Sync()
+				}
+				if err == nil {
+					err = f.Close()
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(1, "fsyncs/op")
+	})
 }

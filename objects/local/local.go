@@ -59,12 +59,13 @@ var bufPool = sync.Pool{New: func() any {
 // Store is a stage in a local directory. It is safe for concurrent use, also
 // by several processes sharing the directory.
 type Store struct {
-	root    *os.Root
-	res     resolver // Open, Stat and List: no symbolic links followed
-	dir     string
-	logger  *slog.Logger
-	durable durableDirs
-	syncs   atomic.Int64 // fsyncs made, files and directories
+	root     *os.Root
+	res      resolver // Open, Stat and List: no symbolic links followed
+	dir      string
+	logger   *slog.Logger
+	durable  durableDirs
+	dirSyncs dirSyncs
+	syncs    atomic.Int64 // fsyncs made, files and directories
 }
 
 // Open opens the stage at dir, creating it if missing, and removes temp files
@@ -413,8 +414,18 @@ func (s *Store) syncUp(dir string) error {
 	return nil
 }
 
-// syncDir fsyncs dir and returns what it is, to recognise it later.
+// syncDir makes the entries dir has now durable and returns what dir is,
+// to recognise it later. Concurrent calls for one directory share fsyncs
+// (dirSyncs).
 func (s *Store) syncDir(dir string) (fs.FileInfo, error) {
+	return s.dirSyncs.sync(dir, s.syncDirNow)
+}
+
+// syncDirNow fsyncs dir.
+func (s *Store) syncDirNow(dir string) (fs.FileInfo, error) {
+	if beforeDirSync != nil {
+		beforeDirSync(dir)
+	}
 	d, err := s.root.Open(dir)
 	if err != nil {
 		return nil, err
