@@ -36,6 +36,9 @@ var (
 	// ErrUnsupported: SQL that lake does not support yet (statement
 	// parameters).
 	ErrUnsupported = errors.New("not supported")
+	// ErrTimestampInFuture: time travel to a time that has not come yet
+	// (AT (TIMESTAMP => …) after now), DESIGN §10.
+	ErrTimestampInFuture = errors.New("timestamp in the future")
 
 	// NotFound.
 	ErrTableNotFound   = errors.New("table not found")

@@ -45,6 +45,7 @@ var errorTable = []ErrorEntry{
 	{ErrSQLNotAllowed, codes.InvalidArgument, "SQL_NOT_ALLOWED"},
 	{ErrInvalidSQL, codes.InvalidArgument, "INVALID_SQL"},
 	{ErrUnsupported, codes.InvalidArgument, "UNSUPPORTED"},
+	{ErrTimestampInFuture, codes.InvalidArgument, "TIMESTAMP_IN_FUTURE"},
 
 	{ErrTableNotFound, codes.NotFound, "TABLE_NOT_FOUND"},
 	{ErrVersionNotFound, codes.NotFound, "VERSION_NOT_FOUND"},

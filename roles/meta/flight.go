@@ -269,7 +269,7 @@ func (s *Service) actionHandlers() map[string]actionHandler {
 			return s.History(ctx, req.GetName(), req.GetLimit())
 		})},
 		wire.ActionSnapshot: {serve: unary(func(ctx context.Context, req *lakepb.SnapshotRequest) (*lakepb.Snapshot, error) {
-			return s.Snapshot(ctx, req.GetName(), req.Version, req.MinVersion)
+			return s.Snapshot(ctx, req)
 		})},
 		wire.ActionDiscover: {serve: unary(func(context.Context, *lakepb.DiscoverRequest) (*lakepb.StageDescriptor, error) {
 			return s.cfg.Discover, nil

@@ -282,12 +282,27 @@ func (s *Service) History(ctx context.Context, name string, limit int64) (*lakep
 	return h, err
 }
 
-// Snapshot returns the data files that make up a table at a version (the
-// latest when version is nil, and at least minVersion when that is set).
-func (s *Service) Snapshot(ctx context.Context, name string, version, minVersion *int64) (*lakepb.Snapshot, error) {
+// Snapshot returns the data files that make up a table at a version: the
+// latest (at least req.MinVersion when that is set), req.Version, or the
+// newest version committed at or before req.AtUnixMicros (time travel). A
+// version never committed, or a time before the table's creation, is
+// wire.ErrVersionNotFound; a time in the future wire.ErrTimestampInFuture;
+// an expired version wire.ErrVersionExpired.
+func (s *Service) Snapshot(ctx context.Context, req *lakepb.SnapshotRequest) (*lakepb.Snapshot, error) {
+	name, version, minVersion := req.GetName(), req.Version, req.MinVersion
+	if req.AtUnixMicros != nil && (version != nil || minVersion != nil) {
+		return nil, fmt.Errorf("%w: a snapshot at a time takes no version or min_version", wire.ErrInvalidRequest)
+	}
 	t, err := s.table(ctx, name)
 	if err != nil {
 		return nil, err
+	}
+	if req.AtUnixMicros != nil {
+		v, err := s.versionAt(ctx, t, *req.AtUnixMicros)
+		if err != nil {
+			return nil, err
+		}
+		version = &v
 	}
 	target := minVersion
 	if version != nil {
@@ -303,11 +318,16 @@ func (s *Service) Snapshot(ctx context.Context, name string, version, minVersion
 		snap.Version = head
 		snap.Files = append([]*lakepb.DataFile(nil), t.files...)
 		t.mu.Unlock()
-		return snap, nil
+		at, err := s.committedAt(ctx, t, head)
+		snap.CommittedAtUnixMicros = at
+		return snap, err
 	}
 	t.mu.Unlock()
 	if *version < 0 || *version > head {
 		return nil, fmt.Errorf("%w: table %q has versions 0..%d, not %d", wire.ErrVersionNotFound, name, head, *version)
+	}
+	if err := s.checkRetained(t, *version); err != nil {
+		return nil, err
 	}
 	snap.Version = *version
 	from := int64(1)
@@ -315,9 +335,13 @@ func (s *Service) Snapshot(ctx context.Context, name string, version, minVersion
 		return nil, err
 	} else if base != nil && base.Version <= *version {
 		snap.Files, from = base.protoFiles(), base.Version+1
+		snap.CommittedAtUnixMicros = base.CommittedAt.UnixMicro()
+	} else if *version == 0 {
+		snap.CommittedAtUnixMicros = t.createdAt.UnixMicro()
 	}
 	err = s.reg.records(ctx, t, from, *version, false, func(r *logRecord) bool {
 		snap.Files = r.applyFiles(snap.Files)
+		snap.CommittedAtUnixMicros = r.CommittedAt.UnixMicro()
 		return true
 	})
 	return snap, err
