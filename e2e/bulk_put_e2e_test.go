@@ -317,3 +317,64 @@ func TestBulkPutReportsAVanishedFile(t *testing.T) {
 		t.Errorf("rows: %s, want %s", out, want)
 	}
 }
+
+// TestBulkPutResumesLargeFiles: in a bulk put on versitygw, files larger
+// than a part go through their own resumable upload checkpoints. Killed
+// mid-upload or right after an upload completed, the same command run
+// again commits every file once and leaves no checkpoint behind.
+func TestBulkPutResumesLargeFiles(t *testing.T) {
+	gw := s3test.Start(t)
+	gw.SetEnv(t)
+	for _, fp := range []string{"s3-after-part-checkpoint=2", "s3-after-complete=1"} {
+		t.Run(fp, func(t *testing.T) {
+			l := startBulkLake(t, "--stage", "s3://"+gw.NewBucket(t)+"/lake", "--s3-endpoint", gw.Endpoint)
+			dir := t.TempDir()
+			sums := bulkFiles(t, dir, 8, 1<<10)
+			big := make([]byte, 20<<20) // two 16 MiB parts
+			for _, name := range []string{"big0.bin", "big1.bin"} {
+				rand.Read(big)
+				if err := os.WriteFile(filepath.Join(dir, name), big, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				s := sha256.Sum256(big)
+				sums[name] = hex.EncodeToString(s[:])
+			}
+			args := []string{"-r", dir, "--jobs", "2"}
+			// exec reports a death by a signal as exit status -1.
+			if _, errOut, code := l.run(t, []string{"LAKE_FAILPOINTS=" + fp}, args...); code != -1 {
+				t.Fatalf("the put was not killed: exit %d\n%s", code, errOut)
+			}
+			// The interrupted uploads' object keys: the run again finishes
+			// those uploads rather than starting others.
+			uploads, _ := filepath.Glob(filepath.Join(l.cpDir, "*.json"))
+			if len(uploads) == 0 || len(uploads) > 2 {
+				t.Fatalf("upload checkpoints after the kill: %v", uploads)
+			}
+			var resumed []string
+			for _, u := range uploads {
+				raw, err := os.ReadFile(u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var cp struct{ Binding struct{ Key string } }
+				if err := json.Unmarshal(raw, &cp); err != nil {
+					t.Fatal(err)
+				}
+				resumed = append(resumed, strings.TrimPrefix(cp.Binding.Key, "lake/"))
+			}
+			if _, errOut, code := l.run(t, nil, args...); code != 0 {
+				t.Fatalf("the run again: exit %d\n%s", code, errOut)
+			}
+			l.checkEachOnce(t, sums)
+			keys := runLake(t, l.endpoint, "sql", "SELECT file.key FROM "+l.table, "--format", "csv")
+			for _, k := range resumed {
+				if !strings.Contains(keys, k+"\n") {
+					t.Errorf("the resumed upload's key %s is in no row:\n%s", k, keys)
+				}
+			}
+			if left, _ := filepath.Glob(filepath.Join(l.cpDir, "*")); len(left) != 0 {
+				t.Errorf("checkpoints left: %v", left)
+			}
+		})
+	}
+}
