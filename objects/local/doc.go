@@ -13,9 +13,7 @@
 // root that is new or not yet known, its parent. The Store remembers the
 // directories it made durable (by identity, so one removed and made again
 // counts as new), so a put into a directory in use costs two fsyncs, and
-// one that creates a directory under a known one three. Puts into one
-// directory at the same time share its fsyncs (group commit): one that
-// starts after their renames serves them all.
+// one that creates a directory under a known one three.
 //
 // Open removes temp files older than a day that crashed writers left
 // behind; it leaves younger ones alone because other processes may be

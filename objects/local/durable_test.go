@@ -2,13 +2,9 @@ package local_test
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/local"
@@ -89,72 +85,5 @@ func put(t *testing.T, s *local.Store, key string) func() error {
 	return func() error {
 		_, err := s.Put(t.Context(), key, bytes.NewReader([]byte("data")), objects.PutOptions{})
 		return err
-	}
-}
-
-// Puts that need their directory synced while an fsync of it runs wait for
-// the next one, which serves them all: eight puts, two directory fsyncs,
-// and none of the waiting puts returns before the fsync started after it.
-func TestConcurrentPutsShareDirectoryFsync(t *testing.T) {
-	s := open(t, t.TempDir())
-	if err := put(t, s, "d/first")(); err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu       sync.Mutex
-		dirSyncs int
-		done     atomic.Int32      // waiting puts returned
-		doneAt2  int32        = -1 // of them, when the second fsync started
-	)
-	started, release := make(chan struct{}), make(chan struct{})
-	local.SetBeforeDirSync(t, func(dir string) {
-		if dir != "d" {
-			return
-		}
-		mu.Lock()
-		dirSyncs++
-		n := dirSyncs
-		mu.Unlock()
-		switch n {
-		case 1:
-			close(started)
-			<-release
-		case 2:
-			doneAt2 = done.Load()
-		}
-	})
-	before := local.Syncs(s)
-	errs := make(chan error, 8)
-	go func() { errs <- put(t, s, "d/a")() }()
-	<-started
-	for i := range 7 {
-		go func() {
-			err := put(t, s, fmt.Sprintf("d/b%d", i))()
-			done.Add(1)
-			errs <- err
-		}()
-	}
-	for i := 0; local.WaitingDirSyncs(s, "d") < 8; i++ {
-		if i == 1000 {
-			t.Fatalf("%d puts wait for the directory's fsync, want 8", local.WaitingDirSyncs(s, "d"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	close(release)
-	for range 8 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if dirSyncs != 2 || doneAt2 != 0 {
-		t.Errorf("%d directory fsyncs, the second after %d of the waiting puts returned; want 2 after none", dirSyncs, doneAt2)
-	}
-	if got := local.Syncs(s) - before; got != 8+2 {
-		t.Errorf("%d fsyncs for 8 puts, want 8 of files and 2 of the directory", got)
-	}
-	for _, k := range []string{"d/a", "d/b0", "d/b6"} {
-		if _, err := s.Stat(t.Context(), k); err != nil {
-			t.Errorf("Stat(%s): %v", k, err)
-		}
 	}
 }
