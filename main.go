@@ -91,6 +91,7 @@ the stage, then commit one small metadata row.`,
 	root.AddCommand(newUploadsCommand(g))
 	root.AddCommand(newStatusCommand(g))
 	root.AddCommand(newVerifyCommand(g))
+	root.AddCommand(newRmCommand(g))
 	markUsageErrors(root)
 	return root
 }

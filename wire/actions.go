@@ -22,6 +22,7 @@ const (
 	ActionStatus        = "lake.status"
 	ActionVerify        = "lake.table.verify"
 	ActionCompact       = "lake.table.compact"
+	ActionDelete        = "lake.table.delete"
 )
 
 // Scope is what a bearer token must allow for a call (DESIGN §12). The
@@ -143,6 +144,10 @@ var actions = []ActionSpec{
 	{
 		Name: ActionCompact, Request: msg(&lakepb.CompactRequest{}), Response: msg(&lakepb.CompactResult{}),
 		Mutates: true, Scope: ScopeAdmin, Description: "Merge a table's small data files into large ones now",
+	},
+	{
+		Name: ActionDelete, Request: msg(&lakepb.DeleteRequest{}), Response: msg(&lakepb.DeleteResult{}),
+		Mutates: true, Scope: ScopeWrite, Description: "Delete the rows whose FILE value has one of the keys, as one new version",
 	},
 }
 

@@ -8,7 +8,7 @@ import (
 // TestActionNames: the action types are part of the protocol between the
 // roles and clients; they must be distinct and stay in lake's namespace.
 func TestActionNames(t *testing.T) {
-	names := []string{ActionCreateTable, ActionListTables, ActionDescribeTable, ActionHistory, ActionSnapshot, ActionDiscover, ActionStatus, ActionVerify, ActionCompact}
+	names := []string{ActionCreateTable, ActionListTables, ActionDescribeTable, ActionHistory, ActionSnapshot, ActionDiscover, ActionStatus, ActionVerify, ActionCompact, ActionDelete}
 	seen := make(map[string]bool)
 	for _, n := range names {
 		if !strings.HasPrefix(n, "lake.") || strings.ContainsAny(n, " \t\n") {
@@ -52,6 +52,7 @@ func TestActionTable(t *testing.T) {
 		ActionStatus:        {"StatusRequest", "ClusterStatus", false, false, false, ScopeRead},
 		ActionVerify:        {"VerifyRequest", "VerifyResult", true, false, false, ScopeRead},
 		ActionCompact:       {"CompactRequest", "CompactResult", false, true, false, ScopeAdmin},
+		ActionDelete:        {"DeleteRequest", "DeleteResult", false, true, false, ScopeWrite},
 	}
 	seen := map[string]bool{}
 	for _, a := range Actions() {

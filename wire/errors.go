@@ -57,6 +57,9 @@ var (
 	// ErrVersionExpired: a table version that was committed but has
 	// expired, so time travel cannot read it (DESIGN §10).
 	ErrVersionExpired = errors.New("version expired")
+	// ErrKeyNotFound: a delete names a FILE key that no row of the
+	// table's current version has (DESIGN §11); nothing was deleted.
+	ErrKeyNotFound = errors.New("no row has the key")
 
 	// Aborted.
 	ErrVersionConflict = errors.New("table version differs from expected_version")

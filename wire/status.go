@@ -56,6 +56,7 @@ var errorTable = []ErrorEntry{
 	{ErrSizeMismatch, codes.FailedPrecondition, "SIZE_MISMATCH"},
 	{ErrNotRegular, codes.FailedPrecondition, "OBJECT_NOT_REGULAR"},
 	{ErrVersionExpired, codes.FailedPrecondition, "VERSION_EXPIRED"},
+	{ErrKeyNotFound, codes.FailedPrecondition, "KEY_NOT_FOUND"},
 
 	{ErrVersionConflict, codes.Aborted, "VERSION_CONFLICT"},
 

@@ -8,10 +8,11 @@ import (
 )
 
 // ActionRequest returns a valid request of the action called name on a
-// node that knows the table called table; a create makes the table called
-// fresh. It is nil for an action it does not know, so the tests that walk
+// node that knows the table called table, which has a row with the FILE
+// key key; a create makes the table called fresh, a delete removes that
+// row. It is nil for an action it does not know, so the tests that walk
 // wire.Actions fail until a new action gets its request here.
-func ActionRequest(name, table, fresh string) proto.Message {
+func ActionRequest(name, table, fresh, key string) proto.Message {
 	switch name {
 	case wire.ActionCreateTable:
 		return &lakepb.CreateTableRequest{Name: fresh, Schema: wire.EncodeSchema(wire.DefaultSchema())}
@@ -31,6 +32,8 @@ func ActionRequest(name, table, fresh string) proto.Message {
 		return &lakepb.VerifyRequest{Table: table}
 	case wire.ActionCompact:
 		return &lakepb.CompactRequest{Table: table}
+	case wire.ActionDelete:
+		return &lakepb.DeleteRequest{Table: table, Keys: []string{key}}
 	}
 	return nil
 }

@@ -90,9 +90,10 @@ func TestEveryActionAnswered(t *testing.T) {
 	if _, err := f.appendOne("clips", "a.mp4", "c1"); err != nil {
 		t.Fatal(err)
 	}
+	key := f.snapshotKey("clips")
 	for _, a := range wire.Actions() {
 		t.Run(a.Name, func(t *testing.T) {
-			req := wiretest.ActionRequest(a.Name, "clips", "fresh")
+			req := wiretest.ActionRequest(a.Name, "clips", "fresh", key)
 			if req == nil {
 				t.Fatal("no request for this action in wiretest.ActionRequest")
 			}
@@ -207,11 +208,12 @@ func TestFollowerForwardsMutatingActions(t *testing.T) {
 		return err == nil && info.GetVersion() == 1
 	})
 	before := len(onLeader.list())
+	key := leader.snapshotKey("clips")
 
 	for i, a := range wire.Actions() {
 		t.Run(a.Name, func(t *testing.T) {
 			fresh := "made_" + string(rune('a'+i))
-			results, err := callAction(follower.fc, a.Name, wiretest.ActionRequest(a.Name, "clips", fresh))
+			results, err := callAction(follower.fc, a.Name, wiretest.ActionRequest(a.Name, "clips", fresh, key))
 			if err != nil {
 				t.Fatal(err)
 			}

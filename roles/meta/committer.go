@@ -68,6 +68,7 @@ type commitReq struct {
 
 	recs    []arrow.RecordBatch // appendKind: the validated records
 	compact *compaction         // compactKind: the files it swaps
+	delete  *deletion           // deleteKind: the files it rewrites
 }
 
 // commitResp is a request's answer: the version that holds it.

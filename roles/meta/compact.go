@@ -34,9 +34,11 @@ const FailCompactBeforeCommit = "meta-compact-before-commit"
 // compaction, from a leader this node replaced, took them).
 const maxCompactAttempts = 3
 
-// errCompactConflict is build's answer when a file a compaction removes
-// is no longer in the head.
-var errCompactConflict = errors.New("meta: the files to compact changed")
+// errFilesChanged is build's answer when a file a compaction or a delete
+// removes is no longer in the head (another compaction or delete took it).
+// Both plan again; one that gives up answers Aborted, as for a version
+// conflict: the caller may try again.
+var errFilesChanged = fmt.Errorf("%w: the data files to rewrite changed meanwhile", wire.ErrVersionConflict)
 
 // compactKind commits compactions: the record removes the merged files
 // and adds the merged ones, with no rows of its own. It is built on the
@@ -67,7 +69,7 @@ func buildCompact(_ context.Context, c *committer, rec *logRecord, group []*comm
 		cp := r.compact
 		for _, k := range cp.removes {
 			if !have[k] {
-				return staged{}, fmt.Errorf("%w: %s is not in version %d of %q", errCompactConflict, k, rec.Version-1, t.name)
+				return staged{}, fmt.Errorf("%w: %s is not in version %d of %q", errFilesChanged, k, rec.Version-1, t.name)
 			}
 			delete(have, k) // two requests of one group never remove one file twice
 		}
@@ -129,9 +131,11 @@ func (s *Service) compact(ctx context.Context, t *table, plan func([]*lakepb.Dat
 		// for the collector, never a row read twice.
 		failpoint.Hit(FailCompactBeforeCommit)
 		resp := t.commits.submit(ctx, &commitReq{kind: compactKind, compact: cp})
-		if errors.Is(resp.err, errCompactConflict) && attempt < maxCompactAttempts {
+		if errors.Is(resp.err, errFilesChanged) {
 			s.discardFiles(cp.adds) // no record names them
-			continue
+			if attempt < maxCompactAttempts {
+				continue
+			}
 		}
 		if resp.err != nil {
 			// Unless it was a conflict the record may exist (an ambiguous

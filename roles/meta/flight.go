@@ -284,6 +284,10 @@ func (s *Service) actionHandlers() map[string]actionHandler {
 			}),
 			check: checked(compactCheck),
 		},
+		wire.ActionDelete: {
+			serve: unary(s.Delete),
+			check: checked(deleteCheck),
+		},
 	}
 }
 

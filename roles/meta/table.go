@@ -18,7 +18,7 @@ type table struct {
 	schemaRaw []byte
 	createdAt time.Time
 	commits   *committer // takes every change to the table
-	compactMu sync.Mutex // one compaction of the table at a time
+	compactMu sync.Mutex // one rewrite of the table's files (compaction, delete) at a time
 
 	// writeMu is held while the index of this table changes: by the
 	// committer while it admits and commits one version, by the registry's

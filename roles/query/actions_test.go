@@ -67,11 +67,11 @@ func TestEveryActionRelayedOrAnswered(t *testing.T) {
 		m.ServerOptions = append(m.ServerOptions, atMeta.option())
 	})
 	l.createTable("clips", wire.DefaultSchema())
-	l.putFile("clips", "a.mp4", []byte("frames"))
+	v, _ := l.putFile("clips", "a.mp4", []byte("frames"))
 	ctx := context.Background()
 	for _, a := range wire.Actions() {
 		t.Run(a.Name, func(t *testing.T) {
-			req := wiretest.ActionRequest(a.Name, "clips", "fresh")
+			req := wiretest.ActionRequest(a.Name, "clips", "fresh", v.Key)
 			if req == nil {
 				t.Fatal("no request for this action in wiretest.ActionRequest")
 			}
