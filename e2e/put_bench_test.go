@@ -127,18 +127,16 @@ func median(v []float64) float64 {
 	return s[len(s)/2]
 }
 
-// benchLake runs `lake put` processes against endpoint, each round into a
-// table of its own.
+// benchLake runs `lake put -r` processes, with their defaults, against
+// endpoint, each round into a table of its own.
 type benchLake struct {
-	b         *testing.B
-	endpoint  string
-	recursive bool // the put takes -r DIR, else every path
-	tables    int
+	b        *testing.B
+	endpoint string
+	tables   int
 }
 
 func newBenchLake(b *testing.B, endpoint string) *benchLake {
-	help, _ := exec.Command(lakeBin, "put", "--help").CombinedOutput()
-	return &benchLake{b: b, endpoint: endpoint, recursive: bytes.Contains(help, []byte("--recursive"))}
+	return &benchLake{b: b, endpoint: endpoint}
 }
 
 func (l *benchLake) put(fs benchFiles) func(round int) {
@@ -146,13 +144,7 @@ func (l *benchLake) put(fs benchFiles) func(round int) {
 		l.tables++
 		table := fmt.Sprintf("put%d", l.tables)
 		runLakeBench(l.b, "table", "create", table, "--endpoint", l.endpoint)
-		args := []string{"put", "--table", table, "--no-progress", "--endpoint", l.endpoint}
-		if l.recursive {
-			args = append(args, "-r", fs.dir)
-		} else {
-			args = append(args, fs.files...)
-		}
-		runLakeBench(l.b, args...)
+		runLakeBench(l.b, "put", "-r", fs.dir, "--table", table, "--no-progress", "--endpoint", l.endpoint)
 	}
 }
 
