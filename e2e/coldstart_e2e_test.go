@@ -207,6 +207,10 @@ func BenchmarkColdStartNoIndex(b *testing.B) {
 		b.Skip("set LAKE_BENCH_BIG=1: it builds a table of 20,000 versions on versitygw first")
 	}
 	const versions = 20000
+	// Reading 20,000 log records one by one takes longer than a start
+	// normally may.
+	defer func(d time.Duration) { startTimeout = d }(startTimeout)
+	startTimeout = 10 * time.Minute
 	r := newColdStartRig(b, 0)
 	ctx := withTimeout(b, 30*time.Minute)
 	r.grow(ctx, "big", versions)
