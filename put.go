@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -262,8 +264,14 @@ func runPut(ctx context.Context, c *client.Client, o *putOptions, set map[string
 // printed as its batch commits, each failure reported on stderr (and in
 // --json output) as it happens, and a summary ends on stderr.
 func runPutFiles(ctx context.Context, c *client.Client, o *putOptions, set map[string]string, paths []string, w, errw io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	enc := json.NewEncoder(w)
+	// Buffered: tabwriter writes every cell on its own, a write(2) each on
+	// a real stdout, thousands per run. JSON lines go out at least every
+	// flushEvery, so a reader sees the run advance.
+	const flushEvery = 200 * time.Millisecond
+	out := bufio.NewWriterSize(w, 64<<10)
+	lastFlush := time.Now()
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	enc := json.NewEncoder(out)
 	var bar *progress
 	var outErr error
 	po := client.PutFilesOptions{
@@ -298,6 +306,9 @@ func runPutFiles(ctx context.Context, c *client.Client, o *putOptions, set map[s
 		default:
 			_, err = fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", r.File.Key, r.File.Size, r.File.SHA256, r.Version)
 		}
+		if o.json && err == nil && time.Since(lastFlush) >= flushEvery {
+			err, lastFlush = out.Flush(), time.Now()
+		}
 		if err != nil && outErr == nil {
 			outErr = err
 		}
@@ -310,7 +321,7 @@ func runPutFiles(ctx context.Context, c *client.Client, o *putOptions, set map[s
 	if bar != nil {
 		bar.finish()
 	}
-	if ferr := tw.Flush(); outErr == nil {
+	if ferr := errors.Join(tw.Flush(), out.Flush()); outErr == nil {
 		outErr = ferr
 	}
 	if res != nil {

@@ -228,11 +228,12 @@ func (o *PutFilesOptions) fill() error {
 
 // bulkFile is a file a run puts.
 type bulkFile struct {
-	index int    // in the run's order: a batch's rows keep it
-	path  string // as found: an argument or under one
-	abs   string // canonical
-	name  string
-	size  int64
+	index   int    // in the run's order: a batch's rows keep it
+	path    string // as found: an argument or under one
+	abs     string // canonical
+	name    string
+	size    int64 // as listed; the upload reports what it sent
+	modTime time.Time
 }
 
 type walkError struct {
@@ -248,17 +249,13 @@ func expandPaths(paths []string, recursive bool) ([]bulkFile, []walkError, error
 	var files []bulkFile
 	var errs []walkError
 	seen := make(map[string]bool)
-	add := func(p string, fi fs.FileInfo) {
-		abs, err := canonicalPath(p)
-		if err != nil {
-			errs = append(errs, walkError{p, err})
-			return
-		}
+	add := func(shown, abs string, fi fs.FileInfo) {
 		if seen[abs] {
 			return
 		}
 		seen[abs] = true
-		files = append(files, bulkFile{index: len(files), path: p, abs: abs, name: filepath.Base(p), size: fi.Size()})
+		files = append(files, bulkFile{index: len(files), path: shown, abs: abs, name: filepath.Base(shown),
+			size: fi.Size(), modTime: fi.ModTime()})
 	}
 	for _, p := range paths {
 		fi, err := os.Stat(p)
@@ -267,17 +264,34 @@ func expandPaths(paths []string, recursive bool) ([]bulkFile, []walkError, error
 		}
 		switch {
 		case fi.Mode().IsRegular():
-			add(p, fi)
+			abs, err := canonicalPath(p)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", p, err)
+			}
+			add(p, abs, fi)
 			continue
 		case !fi.IsDir():
 			return nil, nil, fmt.Errorf("%s: %w", p, ErrNotRegular)
 		case !recursive:
 			return nil, nil, fmt.Errorf("%s: %w", p, ErrIsDirectory)
 		}
-		// WalkDir goes in lexical order and does not follow symbolic links.
-		err = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		root, err := filepath.Abs(p)
+		if err == nil {
+			root, err = filepath.EvalSymlinks(root)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		// WalkDir goes in lexical order and follows no symbolic link, so
+		// every path under the canonical root is canonical too: no file
+		// costs a resolution of its own.
+		err = filepath.WalkDir(root, func(abs string, d fs.DirEntry, err error) error {
+			shown := p
+			if rel, rerr := filepath.Rel(root, abs); rerr == nil && rel != "." {
+				shown = filepath.Join(p, rel)
+			}
 			if err != nil {
-				errs = append(errs, walkError{q, err})
+				errs = append(errs, walkError{shown, err})
 				return nil // the rest of the tree goes on; a dir's error skips it
 			}
 			if !d.Type().IsRegular() {
@@ -285,10 +299,10 @@ func expandPaths(paths []string, recursive bool) ([]bulkFile, []walkError, error
 			}
 			fi, err := d.Info()
 			if err != nil {
-				errs = append(errs, walkError{q, err})
+				errs = append(errs, walkError{shown, err})
 				return nil
 			}
-			add(q, fi)
+			add(shown, abs, fi)
 			return nil
 		})
 		if err != nil {
@@ -596,15 +610,8 @@ func (b *bulk) putAll(ctx context.Context, todo []bulkFile) error {
 // upload puts one file's bytes in the stage.
 func (b *bulk) upload(ctx context.Context, f bulkFile) uploaded {
 	u := uploaded{f: f}
-	fi, err := os.Stat(f.abs)
-	if err != nil {
-		u.err = err
-		return u
-	}
-	if !fi.Mode().IsRegular() {
-		u.err = ErrNotRegular
-		return u
-	}
+	// No stat of its own: the listing's is recent, and a file gone since
+	// fails its upload.
 	contentType := b.o.ContentType
 	if contentType == "" {
 		contentType = mime.TypeByExtension(filepath.Ext(f.name))
@@ -616,7 +623,8 @@ func (b *bulk) upload(ctx context.Context, f bulkFile) uploaded {
 		sent = p.Done
 	}}
 	var info objects.Info
-	if b.resumable(fi.Size()) {
+	var err error
+	if b.resumable(f.size) {
 		info, err = b.uploadResumable(ctx, f, key, opts)
 	} else {
 		info, err = b.c.store.PutPath(ctx, key, f.abs, opts)
@@ -630,7 +638,7 @@ func (b *bulk) upload(ctx context.Context, f bulkFile) uploaded {
 	}
 	b.addBytes(info.Size - sent)
 	u.row = checkpoint.RunFile{
-		Path: f.abs, Name: f.name, Size: info.Size, ModTime: fi.ModTime(),
+		Path: f.abs, Name: f.name, Size: info.Size, ModTime: f.modTime,
 		Key: info.Key, SHA256: info.SHA256, ContentType: opts.ContentType, ETag: info.ETag,
 		UploadedAt: time.Now().UTC(),
 	}
