@@ -1937,6 +1937,158 @@ func (x *DeleteResult) GetDuplicate() bool {
 	return false
 }
 
+// lake.table.expire: one new version after which the versions before
+// retain_from can no longer be read (time travel answers
+// FailedPrecondition), so garbage collection may free what only they
+// reference. Exactly one of keep_last and older_than_micros.
+type ExpireRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// Keep the newest keep_last versions (at least 1: the current one).
+	KeepLast *int64 `protobuf:"varint,2,opt,name=keep_last,json=keepLast,proto3,oneof" json:"keep_last,omitempty"`
+	// Expire versions that stopped being current more than this long ago;
+	// the version current at that moment is kept, so time travel to it
+	// still works.
+	OlderThanMicros *int64 `protobuf:"varint,3,opt,name=older_than_micros,json=olderThanMicros,proto3,oneof" json:"older_than_micros,omitempty"`
+	CommitId        string `protobuf:"bytes,4,opt,name=commit_id,json=commitId,proto3" json:"commit_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ExpireRequest) Reset() {
+	*x = ExpireRequest{}
+	mi := &file_wire_action_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpireRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpireRequest) ProtoMessage() {}
+
+func (x *ExpireRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpireRequest.ProtoReflect.Descriptor instead.
+func (*ExpireRequest) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ExpireRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ExpireRequest) GetKeepLast() int64 {
+	if x != nil && x.KeepLast != nil {
+		return *x.KeepLast
+	}
+	return 0
+}
+
+func (x *ExpireRequest) GetOlderThanMicros() int64 {
+	if x != nil && x.OlderThanMicros != nil {
+		return *x.OlderThanMicros
+	}
+	return 0
+}
+
+func (x *ExpireRequest) GetCommitId() string {
+	if x != nil {
+		return x.CommitId
+	}
+	return ""
+}
+
+type ExpireResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Version       int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`                         // the expire version, or the head when nothing expired
+	RetainFrom    int64                  `protobuf:"varint,3,opt,name=retain_from,json=retainFrom,proto3" json:"retain_from,omitempty"` // the oldest version still readable
+	Expired       int64                  `protobuf:"varint,4,opt,name=expired,proto3" json:"expired,omitempty"`                         // versions this call expired
+	Duplicate     bool                   `protobuf:"varint,5,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpireResult) Reset() {
+	*x = ExpireResult{}
+	mi := &file_wire_action_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpireResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpireResult) ProtoMessage() {}
+
+func (x *ExpireResult) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpireResult.ProtoReflect.Descriptor instead.
+func (*ExpireResult) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ExpireResult) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ExpireResult) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ExpireResult) GetRetainFrom() int64 {
+	if x != nil {
+		return x.RetainFrom
+	}
+	return 0
+}
+
+func (x *ExpireResult) GetExpired() int64 {
+	if x != nil {
+		return x.Expired
+	}
+	return 0
+}
+
+func (x *ExpireResult) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
 var File_wire_action_proto protoreflect.FileDescriptor
 
 const file_wire_action_proto_rawDesc = "" +
@@ -2093,7 +2245,22 @@ const file_wire_action_proto_rawDesc = "" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x12\n" +
 	"\x04rows\x18\x03 \x01(\x03R\x04rows\x12\x1c\n" +
-	"\tduplicate\x18\x04 \x01(\bR\tduplicate*\xda\x01\n" +
+	"\tduplicate\x18\x04 \x01(\bR\tduplicate\"\xb9\x01\n" +
+	"\rExpireRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12 \n" +
+	"\tkeep_last\x18\x02 \x01(\x03H\x00R\bkeepLast\x88\x01\x01\x12/\n" +
+	"\x11older_than_micros\x18\x03 \x01(\x03H\x01R\x0folderThanMicros\x88\x01\x01\x12\x1b\n" +
+	"\tcommit_id\x18\x04 \x01(\tR\bcommitIdB\f\n" +
+	"\n" +
+	"_keep_lastB\x14\n" +
+	"\x12_older_than_micros\"\x97\x01\n" +
+	"\fExpireResult\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x1f\n" +
+	"\vretain_from\x18\x03 \x01(\x03R\n" +
+	"retainFrom\x12\x18\n" +
+	"\aexpired\x18\x04 \x01(\x03R\aexpired\x12\x1c\n" +
+	"\tduplicate\x18\x05 \x01(\bR\tduplicate*\xda\x01\n" +
 	"\rVerifyProblem\x12\x1e\n" +
 	"\x1aVERIFY_PROBLEM_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bVERIFY_PROBLEM_SIZE_DIFFERS\x10\x01\x12!\n" +
@@ -2115,7 +2282,7 @@ func file_wire_action_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_action_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_wire_action_proto_goTypes = []any{
 	(VerifyProblem)(0),           // 0: lake.action.VerifyProblem
 	(*CreateTableRequest)(nil),   // 1: lake.action.CreateTableRequest
@@ -2143,6 +2310,8 @@ var file_wire_action_proto_goTypes = []any{
 	(*CompactResult)(nil),        // 23: lake.action.CompactResult
 	(*DeleteRequest)(nil),        // 24: lake.action.DeleteRequest
 	(*DeleteResult)(nil),         // 25: lake.action.DeleteResult
+	(*ExpireRequest)(nil),        // 26: lake.action.ExpireRequest
+	(*ExpireResult)(nil),         // 27: lake.action.ExpireResult
 }
 var file_wire_action_proto_depIdxs = []int32{
 	2,  // 0: lake.action.TableList.tables:type_name -> lake.action.TableInfo
@@ -2173,13 +2342,14 @@ func file_wire_action_proto_init() {
 	}
 	file_wire_action_proto_msgTypes[18].OneofWrappers = []any{}
 	file_wire_action_proto_msgTypes[23].OneofWrappers = []any{}
+	file_wire_action_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_action_proto_rawDesc), len(file_wire_action_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
