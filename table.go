@@ -30,7 +30,7 @@ version 0 is its creation and every append commits the next version.` + endpoint
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newTableCreateCommand(g), newTableLsCommand(g), newTableDescribeCommand(g), newTableHistoryCommand(g),
-		newTableCompactCommand(g))
+		newTableCompactCommand(g), newTableExpireCommand(g))
 	return cmd
 }
 

@@ -23,6 +23,7 @@ const (
 	ActionVerify        = "lake.table.verify"
 	ActionCompact       = "lake.table.compact"
 	ActionDelete        = "lake.table.delete"
+	ActionExpire        = "lake.table.expire"
 )
 
 // Scope is what a bearer token must allow for a call (DESIGN §12). The
@@ -148,6 +149,10 @@ var actions = []ActionSpec{
 	{
 		Name: ActionDelete, Request: msg(&lakepb.DeleteRequest{}), Response: msg(&lakepb.DeleteResult{}),
 		Mutates: true, Scope: ScopeWrite, Description: "Delete the rows whose FILE value has one of the keys, as one new version",
+	},
+	{
+		Name: ActionExpire, Request: msg(&lakepb.ExpireRequest{}), Response: msg(&lakepb.ExpireResult{}),
+		Mutates: true, Scope: ScopeAdmin, Description: "Make a table's old versions unreadable, so garbage collection may free what only they use",
 	},
 }
 

@@ -110,6 +110,9 @@ type Config struct {
 	// commit ids (meta.Config).
 	CheckpointInterval int64
 	CommitRetention    time.Duration
+	// Retention: meta expires versions older than this on a schedule
+	// (0: keeps every version).
+	Retention time.Duration
 
 	// Version is reported through GetSqlInfo.
 	Version string
@@ -271,6 +274,9 @@ func (c Config) Validate() error {
 		}
 		if c.CheckpointInterval < 0 {
 			errs = append(errs, fmt.Errorf("--checkpoint-interval must not be negative, got %d", c.CheckpointInterval))
+		}
+		if c.Retention < 0 {
+			errs = append(errs, fmt.Errorf("--retention must not be negative, got %v", c.Retention))
 		}
 		if c.CommitRetention < 0 {
 			errs = append(errs, fmt.Errorf("--commit-retention must not be negative, got %v", c.CommitRetention))

@@ -130,6 +130,7 @@ func (s *Server) openMeta(ctx context.Context, cfg Config, opts []grpc.ServerOpt
 	mc.VerifyRate = cfg.VerifyRate
 	mc.CompactMinFiles, mc.CompactTargetSize = cfg.CompactMinFiles, cfg.CompactTargetSize
 	mc.CheckpointInterval, mc.CommitRetention = cfg.CheckpointInterval, cfg.CommitRetention
+	mc.Retention = cfg.Retention
 	s.meta, err = meta.Open(ctx, mc)
 	return err
 }

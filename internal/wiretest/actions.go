@@ -32,6 +32,9 @@ func ActionRequest(name, table, fresh, key string) proto.Message {
 		return &lakepb.VerifyRequest{Table: table}
 	case wire.ActionCompact:
 		return &lakepb.CompactRequest{Table: table}
+	case wire.ActionExpire:
+		keep := int64(1_000_000)
+		return &lakepb.ExpireRequest{Table: table, KeepLast: &keep}
 	case wire.ActionDelete:
 		return &lakepb.DeleteRequest{Table: table, Keys: []string{key}}
 	}

@@ -55,6 +55,8 @@ type checkpointRecord struct {
 	CommittedAt time.Time  `json:"committed_at"` // of Version
 	Rows        int64      `json:"rows"`
 	Files       []dataFile `json:"files"` // data files of Version, in table order
+	// RetainFrom is the oldest version still readable (expire.go).
+	RetainFrom int64 `json:"retain_from,omitempty"`
 	// Commits are the commit marks of the versions committed at or after
 	// CommitsSince, so a retry within the retention window is still
 	// answered with its version after a node learns the table from here.
@@ -90,6 +92,8 @@ func (c *checkpointRecord) validate(tableID string, version int64) error {
 		return errors.New("checkpoint without a schema")
 	case c.Rows < 0:
 		return fmt.Errorf("checkpoint with %d rows", c.Rows)
+	case c.RetainFrom < 0 || c.RetainFrom > c.Version:
+		return fmt.Errorf("checkpoint keeps versions from %d of %d", c.RetainFrom, c.Version)
 	}
 	var rows int64
 	for _, f := range c.Files {
@@ -154,6 +158,7 @@ func (c *checkpointRecord) advance(rec *logRecord, retention time.Duration) {
 	}
 	c.Rows += rec.Rows
 	c.Version, c.CommittedAt = rec.Version, rec.CommittedAt
+	c.RetainFrom = max(c.RetainFrom, rec.RetainFrom)
 	for _, m := range rec.Commits {
 		if m.ID != "" {
 			c.Commits = append(c.Commits, checkpointCommit{ID: m.ID, Version: rec.Version, Rows: m.Rows, CommittedAt: rec.CommittedAt})

@@ -69,6 +69,8 @@ type commitReq struct {
 	recs    []arrow.RecordBatch // appendKind: the validated records
 	compact *compaction         // compactKind: the files it swaps
 	delete  *deletion           // deleteKind: the files it rewrites
+	// expireKind: the oldest version to keep
+	retainFrom int64
 }
 
 // commitResp is a request's answer: the version that holds it.

@@ -72,7 +72,11 @@ type Config struct {
 	// a node that learned the table from a checkpoint. A node that read
 	// the log record itself remembers it for as long as its index lives.
 	CommitRetention time.Duration
-	Logger          *slog.Logger
+	// Retention, when positive, makes the leader expire the versions of
+	// every table that stopped being current longer ago than this, every
+	// tenth of it (at most hourly). 0 keeps every version.
+	Retention time.Duration
+	Logger    *slog.Logger
 }
 
 // Compaction defaults: a query over a table opens at most about 64 small
@@ -129,6 +133,9 @@ func (c Config) Validate() error {
 	}
 	if c.CheckpointInterval < 0 {
 		errs = append(errs, fmt.Errorf("meta: CheckpointInterval must not be negative, got %d", c.CheckpointInterval))
+	}
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("meta: Retention must not be negative, got %v", c.Retention))
 	}
 	if c.CommitRetention < 0 {
 		errs = append(errs, fmt.Errorf("meta: CommitRetention must not be negative, got %v", c.CommitRetention))

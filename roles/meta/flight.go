@@ -288,6 +288,10 @@ func (s *Service) actionHandlers() map[string]actionHandler {
 			serve: unary(s.Delete),
 			check: checked(deleteCheck),
 		},
+		wire.ActionExpire: {
+			serve: unary(s.Expire),
+			check: checked(expireCheck),
+		},
 	}
 }
 

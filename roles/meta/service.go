@@ -134,6 +134,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	s.startVerifier()
 	s.startCompactor()
 	s.startCheckpointer()
+	s.startExpirer()
 	if s.lis != nil {
 		s.serve()
 	}
@@ -272,10 +273,12 @@ func (s *Service) History(ctx context.Context, name string, limit int64) (*lakep
 		return nil, fmt.Errorf("%w: negative limit", wire.ErrInvalidRequest)
 	}
 	h := &lakepb.History{Name: name}
+	retained := t.retained()
 	err = s.reg.records(ctx, t, 0, t.row().Head, true, func(r *logRecord) bool {
 		h.Versions = append(h.Versions, &lakepb.VersionInfo{
 			Version: r.Version, CommittedAtUnixMicros: r.CommittedAt.UnixMicro(),
 			Rows: r.Rows, CommitIds: r.commitIDs(), Files: r.protoFiles(),
+			Kind: r.kindName(), Expired: r.Version < retained, Removes: r.Removes,
 		})
 		return limit == 0 || int64(len(h.Versions)) < limit
 	})

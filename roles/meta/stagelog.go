@@ -23,7 +23,8 @@ const recordFormat = 1
 // row twice.
 const removesFormat = 2
 
-// Kinds of log record other than appends (logRecord.Kind).
+// Kinds of log record other than appends (logRecord.Kind); kindDelete
+// and kindExpire are in delete.go and expire.go.
 const kindCompact = "compact"
 
 // catalogEntry is _lake/catalog/<name>.json: the commit point of a table's
@@ -48,7 +49,8 @@ type logRecord struct {
 	Schema      []byte       `json:"schema,omitempty"` // version 0: IPC schema
 	Kind        string       `json:"kind,omitempty"`   // "" is an append
 	Files       []dataFile   `json:"files,omitempty"`
-	Removes     []string     `json:"removes,omitempty"` // keys of data files the version drops
+	Removes     []string     `json:"removes,omitempty"`     // keys of data files the version drops
+	RetainFrom  int64        `json:"retain_from,omitempty"` // an expiry: the oldest version still readable
 	Commits     []commitMark `json:"commits,omitempty"`
 	Rows        int64        `json:"rows"` // rows the version adds
 }
@@ -78,6 +80,8 @@ func (r *logRecord) validate(tableID string, version int64) error {
 		return fmt.Errorf("log record says version %d at the key of version %d", r.Version, version)
 	case version == 0 && len(r.Schema) == 0:
 		return errors.New("creation record without a schema")
+	case r.RetainFrom < 0 || r.RetainFrom >= version && r.RetainFrom > 0:
+		return fmt.Errorf("log record keeps versions from %d, not before its own %d", r.RetainFrom, version)
 	}
 	return nil
 }
@@ -118,6 +122,17 @@ func (r *logRecord) applyFiles(files []*lakepb.DataFile) []*lakepb.DataFile {
 		out = append(out, r.protoFiles()...)
 	}
 	return out
+}
+
+// kindName is what the version did, as history shows it.
+func (r *logRecord) kindName() string {
+	switch {
+	case r.Version == 0:
+		return "create"
+	case r.Kind == "":
+		return "append"
+	}
+	return r.Kind
 }
 
 func (r *logRecord) commitIDs() []string {

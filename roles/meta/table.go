@@ -25,11 +25,13 @@ type table struct {
 	// catch-up.
 	writeMu sync.Mutex
 
-	mu    sync.Mutex
-	base  int64 // version of the index's base checkpoint (tableRow.Base)
-	head  int64
-	files []*lakepb.DataFile // data files of the head version, in order
-	rows  int64              // rows of the head version
+	mu   sync.Mutex
+	base int64 // version of the index's base checkpoint (tableRow.Base)
+	// retainFrom is the oldest version that can be read (expire.go).
+	retainFrom int64
+	head       int64
+	files      []*lakepb.DataFile // data files of the head version, in order
+	rows       int64              // rows of the head version
 }
 
 func (t *table) row() tableRow {
@@ -60,6 +62,7 @@ func (t *table) advance(recs []*logRecord) int64 {
 		t.files = r.applyFiles(t.files)
 		t.rows += r.Rows
 		t.head = r.Version
+		t.retainFrom = max(t.retainFrom, r.RetainFrom)
 	}
 	return t.head - before
 }
@@ -76,5 +79,6 @@ func (t *table) jump(c *checkpointRecord) int64 {
 	}
 	before := t.head
 	t.head, t.files, t.rows = c.Version, c.protoFiles(), c.Rows
+	t.retainFrom = max(t.retainFrom, c.RetainFrom)
 	return t.head - before
 }

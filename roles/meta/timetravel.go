@@ -97,13 +97,10 @@ func newestAtOrBefore(head, at, stepBack int64, scan func(from, to int64, fn fun
 }
 
 // checkRetained refuses a version whose data files expiry may have
-// removed, before any of them is read. Expiry (lake table expire) is not
-// built yet and nothing expires: retainedFrom stays 0 until it marks
-// versions; a snapshot of an expired one is then wire.ErrVersionExpired,
+// removed (expire.go), before any of them is read: wire.ErrVersionExpired,
 // naming the table and the version.
 func (s *Service) checkRetained(t *table, version int64) error {
-	retainedFrom := int64(0)
-	if version < retainedFrom {
+	if retainedFrom := t.retained(); version < retainedFrom {
 		return fmt.Errorf("%w: table %q version %d has expired; the oldest retained version is %d",
 			wire.ErrVersionExpired, t.name, version, retainedFrom)
 	}
