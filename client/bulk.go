@@ -726,7 +726,9 @@ func (b *bulk) commit(ctx context.Context, rb checkpoint.RunBatch, shown map[str
 	rec.Release()
 	b.c.log.Debug("batch appended", "table", b.table, "rows", len(rows), "took", time.Since(start), "err", err)
 	if err != nil {
-		// The batch stays pending: the same run resends it.
+		if b.sess != nil {
+			return fmt.Errorf("%w (its batch of %d rows stays pending in %s; the same command sends it again)", err, len(rows), b.sess.Path())
+		}
 		return err
 	}
 	failpoint.Hit(FailAfterBatchAppend)
