@@ -11,14 +11,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakedata/lake/client"
+	"github.com/lakedata/lake/wire"
 )
 
 // getOptions are the flags of `lake get`.
 type getOptions struct {
 	endpointOptions
-	table string
-	key   string
-	out   string
+	table     string
+	key       string
+	out       string
+	version   int64
+	atVersion bool // --version was given
 }
 
 func (o *getOptions) addFlags(cmd *cobra.Command) {
@@ -27,6 +30,7 @@ func (o *getOptions) addFlags(cmd *cobra.Command) {
 	f.StringVarP(&o.table, "table", "t", "", "table holding the file's row (required)")
 	f.StringVar(&o.key, "key", "", "the file's object key, as lake put printed it (required)")
 	f.StringVarP(&o.out, "output", "o", "", `where to write the file; "-" for standard output (required)`)
+	f.Int64Var(&o.version, "version", 0, "find the row in this version of the table (time travel); it may have been deleted since")
 	for _, name := range []string{"table", "key", "output"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
@@ -35,7 +39,7 @@ func (o *getOptions) addFlags(cmd *cobra.Command) {
 func newGetCommand(g *globalOptions) *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:   "get --table T --key K -o OUT",
+		Use:   "get --table T --key K [--version N] -o OUT",
 		Short: "Download a file of a table from the stage",
 		Long: `Find the row of the table whose FILE value has the key, read the object
 straight from the stage and write it to OUT.
@@ -44,11 +48,21 @@ The bytes are checked against the size and SHA-256 recorded in the row.
 OUT is written to a temporary file and renamed into place only when they
 match, so OUT is never left holding damaged bytes. With -o - the bytes go
 to standard output as they are read, and a mismatch is reported after
-them as an error (exit status 1).` + endpointHelp,
+them as an error (exit status 1).
+
+With --version N the row is looked up in version N of the table, so a
+file whose row was deleted later can still be read while its version is
+kept; a key that version has no row for is an error (not found), as is a
+version never committed.` + endpointHelp,
 		Example: `  lake get --table videos --key objects/2024/05/0190…/clip.mp4 -o clip.mp4
+  lake get --table videos --key objects/2024/05/0190…/clip.mp4 --version 3 -o clip.mp4
   lake get -t videos --key objects/2024/05/0190…/clip.mp4 -o - | ffprobe -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.atVersion = cmd.Flags().Changed("version")
+			if o.atVersion && o.version < 0 {
+				return fmt.Errorf("%w: --version must not be negative", errUsage)
+			}
 			c, err := o.connect(cmd.Context(), g)
 			if err != nil {
 				return err
@@ -62,7 +76,13 @@ them as an error (exit status 1).` + endpointHelp,
 }
 
 func runGet(ctx context.Context, c *client.Client, o *getOptions, stdout io.Writer) error {
-	v, err := c.FindFile(ctx, o.table, o.key)
+	find := c.FindFile
+	if o.atVersion {
+		find = func(ctx context.Context, table, key string) (wire.FileValue, error) {
+			return c.FindFileAt(ctx, table, key, o.version)
+		}
+	}
+	v, err := find(ctx, o.table, o.key)
 	if err != nil {
 		return err
 	}

@@ -196,20 +196,44 @@ func runTableLs(ctx context.Context, c *client.Client, w io.Writer) error {
 	return tw.Flush()
 }
 
+// tableDescribeOptions are the flags of `lake table describe`.
+type tableDescribeOptions struct {
+	endpointOptions
+	version   int64
+	atVersion bool // --version was given
+}
+
+func (o *tableDescribeOptions) addFlags(cmd *cobra.Command) {
+	o.endpointOptions.addFlags(cmd)
+	cmd.Flags().Int64Var(&o.version, "version", 0, "describe this version of the table (time travel): its rows and data files then")
+}
+
 func newTableDescribeCommand(g *globalOptions) *cobra.Command {
-	o := &endpointOptions{}
+	o := &tableDescribeOptions{}
 	cmd := &cobra.Command{
-		Use:     "describe NAME",
-		Short:   "Show a table's columns and current version",
-		Long:    `Show a table's id, current version, rows, data files and columns.` + endpointHelp,
-		Example: `  lake table describe videos`,
-		Args:    cobra.ExactArgs(1),
+		Use:   "describe NAME",
+		Short: "Show a table's columns and current version, or an older version",
+		Long: `Show a table's id, current version, rows, data files and columns.
+
+With --version N, show version N as it was committed: when, its rows, and
+each data file it reads. A version never committed is an error (not
+found).` + endpointHelp,
+		Example: `  lake table describe videos
+  lake table describe videos --version 3`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.atVersion = cmd.Flags().Changed("version")
+			if o.atVersion && o.version < 0 {
+				return fmt.Errorf("%w: --version must not be negative", errUsage)
+			}
 			c, err := o.connect(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
+			if o.atVersion {
+				return runTableDescribeVersion(cmd.Context(), c, args[0], o.version, cmd.OutOrStdout())
+			}
 			return runTableDescribe(cmd.Context(), c, args[0], cmd.OutOrStdout())
 		},
 	}
@@ -222,16 +246,52 @@ func runTableDescribe(ctx context.Context, c *client.Client, name string, w io.W
 	if err != nil {
 		return err
 	}
-	schema, err := wire.DecodeSchema(info.GetSchema())
-	if err != nil {
-		return err
-	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "table\t%s\nid\t%s\nversion\t%d\nrows\t%d\ndata files\t%d\ncreated\t%s\n\n",
 		info.GetName(), info.GetId(), info.GetVersion(), info.GetRows(), info.GetDataFiles(), micros(info.GetCreatedAtUnixMicros()))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	return writeColumns(w, info.GetSchema())
+}
+
+// runTableDescribeVersion describes one version of a table from its
+// snapshot: the rows and data files it reads, and the columns.
+func runTableDescribeVersion(ctx context.Context, c *client.Client, name string, version int64, w io.Writer) error {
+	snap, err := c.Snapshot(ctx, name, &version)
+	if err != nil {
+		return err
+	}
+	var rows int64
+	for _, f := range snap.GetFiles() {
+		rows += f.GetRows()
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "table\t%s\nid\t%s\nversion\t%d\nrows\t%d\ndata files\t%d\ncommitted\t%s\n\n",
+		snap.GetName(), snap.GetId(), snap.GetVersion(), rows, len(snap.GetFiles()), micros(snap.GetCommittedAtUnixMicros()))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := writeColumns(w, snap.GetSchema()); err != nil {
+		return err
+	}
+	if len(snap.GetFiles()) == 0 {
+		return nil
+	}
+	fmt.Fprintln(tw, "\nDATA FILE\tROWS\tBYTES")
+	for _, f := range snap.GetFiles() {
+		fmt.Fprintf(tw, "%s\t%d\t%d\n", f.GetKey(), f.GetRows(), f.GetSize())
+	}
+	return tw.Flush()
+}
+
+// writeColumns lists the columns of an IPC-encoded schema.
+func writeColumns(w io.Writer, raw []byte) error {
+	schema, err := wire.DecodeSchema(raw)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "COLUMN\tTYPE\tNULLABLE")
 	for _, f := range schema.Fields() {
 		fmt.Fprintf(tw, "%s\t%s\t%t\n", f.Name, typeName(f), f.Nullable)

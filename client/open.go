@@ -73,7 +73,12 @@ func (v *verifier) Close() error { return v.rc.Close() }
 // data files straight from the stage, so it needs no SQL endpoint; it
 // reads every data file, so it suits tools, not hot paths.
 func (c *Client) FindFile(ctx context.Context, table, key string) (wire.FileValue, error) {
-	snap, err := c.Snapshot(ctx, table, nil)
+	return c.findFile(ctx, table, key, nil)
+}
+
+// findFile is FindFile at version, or at the latest when version is nil.
+func (c *Client) findFile(ctx context.Context, table, key string, version *int64) (wire.FileValue, error) {
+	snap, err := c.Snapshot(ctx, table, version)
 	if err != nil {
 		return wire.FileValue{}, err
 	}
@@ -97,6 +102,9 @@ func (c *Client) FindFile(ctx context.Context, table, key string) (wire.FileValu
 		if ok {
 			return v, nil
 		}
+	}
+	if version != nil {
+		return wire.FileValue{}, fmt.Errorf("client: %w: %s has no row with key %s at version %d", ErrFileNotFound, table, key, *version)
 	}
 	return wire.FileValue{}, fmt.Errorf("client: %w: %s has no row with key %s", ErrFileNotFound, table, key)
 }

@@ -29,6 +29,12 @@ type catalog struct {
 	versions  map[string]tableView // name → what its view shows now
 	acked     map[string]int64     // name → newest version this node acknowledged an append of
 	refreshes int64                // views (re)defined; for tests
+
+	// Views of old versions, for time travel (timetravel.go).
+	old         map[string]*versionView // view name in hiddenSchema → view
+	maxOld      int                     // views of old versions kept: maxVersionViews
+	clock       uint64                  // orders the uses of old views
+	hiddenReady bool                    // hiddenSchema exists
 }
 
 type tableView struct {
@@ -66,16 +72,30 @@ func (c *catalog) refresh(ctx context.Context) ([]*lakepb.TableInfo, error) {
 	// views need changes only then; a statement that moved no view must
 	// not walk every data file of every table (that grows with the
 	// versions, until compaction).
-	if changed && c.cache != nil {
-		needed := map[string]bool{}
-		for _, v := range c.versions {
-			for _, k := range v.keys {
-				needed[k] = true
-			}
-		}
-		c.cache.evict(needed)
+	if changed {
+		c.evictCache()
 	}
 	return list.Tables, nil
+}
+
+// evictCache lets the cache of a remote stage's data files drop what no
+// view reads. c.mu is held.
+func (c *catalog) evictCache() {
+	if c.cache == nil {
+		return
+	}
+	needed := map[string]bool{}
+	for _, v := range c.versions {
+		for _, k := range v.keys {
+			needed[k] = true
+		}
+	}
+	for _, v := range c.old {
+		for _, k := range v.keys {
+			needed[k] = true
+		}
+	}
+	c.cache.evict(needed)
 }
 
 // noteAck records that this node acknowledged version of table, so its
@@ -99,12 +119,29 @@ func (c *catalog) define(ctx context.Context, t *lakepb.TableInfo) error {
 	if err := c.meta.Action(ctx, wire.ActionSnapshot, req, &snap); err != nil {
 		return fmt.Errorf("snapshot of %s: %w", t.Name, err)
 	}
-	paths := make([]string, 0, len(snap.Files))
-	keys := make([]string, 0, len(snap.Files))
-	for _, f := range snap.Files {
+	from, keys, err := c.readParquet(ctx, t, snap.Files)
+	if err != nil {
+		return err
+	}
+	stmt := fmt.Sprintf("CREATE OR REPLACE VIEW %s AS SELECT * FROM %s", sqlIdent(t.Name), from)
+	if err := c.eng.exec(ctx, stmt); err != nil {
+		return fmt.Errorf("define view %s: %w", t.Name, err)
+	}
+	c.tableMoved(t.Name)
+	c.versions[t.Name] = tableView{id: t.Id, version: snap.Version, keys: keys}
+	c.refreshes++
+	return nil
+}
+
+// readParquet is the read_parquet call of a view over files, data files
+// of t, and their keys.
+func (c *catalog) readParquet(ctx context.Context, t *lakepb.TableInfo, files []*lakepb.DataFile) (string, []string, error) {
+	paths := make([]string, 0, len(files))
+	keys := make([]string, 0, len(files))
+	for _, f := range files {
 		p, err := c.dataPath(ctx, f)
 		if err != nil {
-			return err
+			return "", nil, err
 		}
 		paths = append(paths, sqlString(p))
 		keys = append(keys, f.Key)
@@ -114,17 +151,11 @@ func (c *catalog) define(ctx context.Context, t *lakepb.TableInfo) error {
 		// table reads an empty file of its schema.
 		p, err := c.emptyFile(t)
 		if err != nil {
-			return err
+			return "", nil, err
 		}
 		paths = append(paths, sqlString(p))
 	}
-	stmt := fmt.Sprintf("CREATE OR REPLACE VIEW %s AS SELECT * FROM read_parquet([%s])", sqlIdent(t.Name), strings.Join(paths, ", "))
-	if err := c.eng.exec(ctx, stmt); err != nil {
-		return fmt.Errorf("define view %s: %w", t.Name, err)
-	}
-	c.versions[t.Name] = tableView{id: t.Id, version: snap.Version, keys: keys}
-	c.refreshes++
-	return nil
+	return "read_parquet([" + strings.Join(paths, ", ") + "])", keys, nil
 }
 
 // dataPath is where DuckDB reads a data file: in place on a local stage,

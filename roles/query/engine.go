@@ -280,6 +280,9 @@ type statement struct {
 	interrupt func()
 	guards    *guardCache
 	parser    *parser
+	// release lets go of the version views the statement reads (time
+	// travel), once it has run.
+	release func()
 }
 
 func (e *engine) begin(ctx context.Context) (*statement, error) {
@@ -306,28 +309,37 @@ func (e *engine) begin(ctx context.Context) (*statement, error) {
 		return nil, err
 	}
 	forget := e.watch.track(cancelCause, interrupt)
-	return &statement{ctx: ctx, cancel: cancel, conn: conn, forget: forget, interrupt: interrupt, guards: &e.guards, parser: e.parser}, nil
+	return &statement{ctx: ctx, cancel: cancel, conn: conn, forget: forget, interrupt: interrupt, guards: &e.guards, parser: e.parser, release: func() {}}, nil
 }
 
 func (st *statement) close() {
+	st.release()
 	st.forget()
 	st.cancel()
 	st.conn.Close()
 }
 
 // check runs both walls on a statement: the allow-list over DuckDB's
-// parse tree of checked (nothing is bound or planned yet), then the
-// SELECT-only Prepare of text (checked itself, or a wrapping of it). The
-// Prepare is interrupted when the statement's context ends: binding and
-// constant folding can take minutes and gigabytes.
-func (st *statement) check(dconn *duckdb.Conn, checked, text string, isTable func(string) bool) ([]string, error) {
-	if err := guard(st.ctx, st.parser, checked, isTable, st.guards); err != nil {
-		return nil, err
+// parse tree of q (nothing is bound or planned yet), which also rewrites
+// its AT clauses, then the SELECT-only Prepare of wrap applied to the
+// text that runs (q or its rewriting). It returns that text, wrapped, and
+// the names of its result columns. The Prepare is interrupted when the
+// statement's context ends: binding and constant folding can take minutes
+// and gigabytes.
+func (st *statement) check(dconn *duckdb.Conn, q string, wrap func(string) string, tables tableSource) (string, []string, error) {
+	text, release, err := guard(st.ctx, st.parser, q, tables, st.guards)
+	if err != nil {
+		return "", nil, err
 	}
+	st.release = release
+	text = wrap(text)
 	stop := interruptOnDone(st.ctx, st.interrupt)
 	defer stop()
-	return checkReadOnly(dconn, text)
+	names, err := checkReadOnly(dconn, text)
+	return text, names, err
 }
+
+func unwrapped(q string) string { return q }
 
 // interruptOnDone calls interrupt, every 100 ms, from when ctx ends until
 // stop is called.
@@ -362,12 +374,13 @@ func interruptOnDone(ctx context.Context, interrupt func()) (stop func()) {
 
 // query checks that q is allowed and read-only and runs it. The result
 // holds the connection until Close.
-func (e *engine) query(ctx context.Context, q string, isTable func(string) bool) (*result, error) {
-	return e.start(ctx, q, q, isTable)
+func (e *engine) query(ctx context.Context, q string, tables tableSource) (*result, error) {
+	return e.start(ctx, q, unwrapped, tables)
 }
 
-// start checks checked and runs text, which is checked or a wrapping of it.
-func (e *engine) start(ctx context.Context, checked, text string, isTable func(string) bool) (*result, error) {
+// start checks q and runs wrap of it (of its rewriting, when it travels
+// in time).
+func (e *engine) start(ctx context.Context, q string, wrap func(string) string, tables tableSource) (*result, error) {
 	st, err := e.begin(ctx)
 	if err != nil {
 		return nil, err
@@ -376,14 +389,14 @@ func (e *engine) start(ctx context.Context, checked, text string, isTable func(s
 	var stopInterrupting func()
 	err = st.conn.Raw(func(dc any) error {
 		dconn := dc.(*duckdb.Conn)
-		if _, err := st.check(dconn, checked, text, isTable); err != nil {
+		text, _, err := st.check(dconn, q, wrap, tables)
+		if err != nil {
 			return err
 		}
 		// The result streams: DuckDB goes on executing inside every
 		// fetch until the last, so the statement is interruptible for
 		// as long as it is read, not only while it starts.
 		stopInterrupting = interruptOnDone(st.ctx, st.interrupt)
-		var err error
 		if rdr, err = arrowQuery(st.ctx, dconn, text); err != nil {
 			stopInterrupting()
 		}
@@ -394,13 +407,13 @@ func (e *engine) start(ctx context.Context, checked, text string, isTable func(s
 		st.close()
 		return nil, err
 	}
-	forget := func() { stopInterrupting(); st.forget() }
+	forget := func() { stopInterrupting(); st.forget(); st.release() }
 	return &result{RecordReader: rdr, conn: st.conn, ctx: st.ctx, timeout: e.timeout, cancel: st.cancel, forget: forget}, nil
 }
 
 // check runs only the checks of q and returns the names of its result
 // columns.
-func (e *engine) check(ctx context.Context, q string, isTable func(string) bool) ([]string, error) {
+func (e *engine) check(ctx context.Context, q string, tables tableSource) ([]string, error) {
 	st, err := e.begin(ctx)
 	if err != nil {
 		return nil, err
@@ -409,7 +422,7 @@ func (e *engine) check(ctx context.Context, q string, isTable func(string) bool)
 	var names []string
 	err = st.conn.Raw(func(dc any) error {
 		var err error
-		names, err = st.check(dc.(*duckdb.Conn), q, q, isTable)
+		_, names, err = st.check(dc.(*duckdb.Conn), q, unwrapped, tables)
 		return err
 	})
 	if err != nil {
@@ -422,8 +435,8 @@ func (e *engine) check(ctx context.Context, q string, isTable func(string) bool)
 // columns are named names) without running it. DuckDB's Arrow interface
 // needs a result, so a LIMIT 0 probe yields the types; the names are q's
 // own, since the probe's SELECT * renames duplicates (a, a → a, a_1).
-func (e *engine) schema(ctx context.Context, q string, names []string, isTable func(string) bool) (*arrow.Schema, error) {
-	res, err := e.start(ctx, q, limitZero(q), isTable)
+func (e *engine) schema(ctx context.Context, q string, names []string, tables tableSource) (*arrow.Schema, error) {
+	res, err := e.start(ctx, q, limitZero, tables)
 	if err != nil {
 		return nil, err
 	}

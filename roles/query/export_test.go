@@ -18,3 +18,13 @@ func EnginePeakRSS(s *Service) int64 {
 // EngineIdleConns is how many engine connections wait in the pool for
 // reuse (always 0: every statement gets a fresh one).
 func EngineIdleConns(s *Service) int { return s.eng.db.Stats().Idle }
+
+// VersionViews lists the views of old versions s keeps for time travel.
+func VersionViews(s *Service) []string { return s.cat.versionViewNames() }
+
+// SetVersionViewLimit bounds the views of old versions s keeps.
+func SetVersionViewLimit(s *Service, n int) {
+	s.cat.mu.Lock()
+	defer s.cat.mu.Unlock()
+	s.cat.maxOld = n
+}

@@ -82,7 +82,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 		s.meta.Close()
 		return nil, err
 	}
-	s.cat = &catalog{meta: s.meta, eng: s.eng, stage: s.stage, emptyDir: emptyDir, versions: map[string]tableView{}, acked: map[string]int64{}}
+	s.cat = &catalog{meta: s.meta, eng: s.eng, stage: s.stage, emptyDir: emptyDir, versions: map[string]tableView{}, acked: map[string]int64{}, old: map[string]*versionView{}, maxOld: maxVersionViews}
 	if s.stage.GetKind() != "file" {
 		if s.cat.cache, err = s.openCache(ctx); err != nil {
 			s.Close(context.Background())
@@ -184,7 +184,7 @@ func (s *Service) columns(ctx context.Context, q string) ([]string, error) {
 	if _, err := s.cat.refresh(ctx); err != nil {
 		return nil, err
 	}
-	return s.eng.check(ctx, q, s.cat.isTable)
+	return s.eng.check(ctx, q, s.cat)
 }
 
 // resultSchema returns the schema q would produce, without running it.
@@ -193,7 +193,7 @@ func (s *Service) resultSchema(ctx context.Context, q string) (*arrow.Schema, er
 	if err != nil {
 		return nil, err
 	}
-	schema, err := s.eng.schema(ctx, q, names, s.cat.isTable)
+	schema, err := s.eng.schema(ctx, q, names, s.cat)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +209,7 @@ func (s *Service) run(ctx context.Context, q string) (*arrow.Schema, <-chan flig
 	if _, err := s.cat.refresh(ctx); err != nil {
 		return nil, nil, err
 	}
-	res, err := s.eng.query(ctx, q, s.cat.isTable)
+	res, err := s.eng.query(ctx, q, s.cat)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,5 +11,12 @@
 // function or construct that a newer DuckDB adds is refused until someone
 // has looked at it and put it on the list.
 //
-// The package only reads the JSON tree; the caller runs DuckDB.
+// Time travel (FROM t AT (VERSION => n), AT (TIMESTAMP => ts)) is allowed
+// only on a lake table and only with a constant: Analyze returns the AT
+// clauses, Rewrite replaces each reference by a view the caller names
+// (DuckDB refuses AT on a view), and CheckRewritten checks the statement
+// that comes back, letting it read those views and nothing more.
+//
+// The package only reads and rewrites the JSON tree; the caller runs
+// DuckDB.
 package sqlguard

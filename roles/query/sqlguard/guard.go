@@ -60,8 +60,14 @@ func quote(s string) string {
 
 // Check decides from tree, the output of DuckDB's json_serialize_sql for
 // the caller's text, whether the statement may run. isTable reports
-// whether a lower-case name is a lake table (a view of the role).
+// whether a lower-case name is a lake table (a view of the role). An AT
+// clause (time travel) is refused: see Analyze.
 func Check(tree []byte, isTable func(name string) bool) error {
+	c := &checker{isTable: isTable}
+	return c.check(tree)
+}
+
+func (c *checker) check(tree []byte) error {
 	var top struct {
 		Error      bool              `json:"error"`
 		ErrorType  string            `json:"error_type"`
@@ -88,7 +94,6 @@ func Check(tree []byte, isTable func(name string) bool) error {
 	if err := d.Decode(&stmt); err != nil {
 		return fmt.Errorf("%w: unreadable parse tree: %v", ErrRefused, err)
 	}
-	c := &checker{isTable: isTable}
 	return c.walk(stmt, nil)
 }
 
@@ -109,6 +114,13 @@ func (s *scope) has(name string) bool {
 
 type checker struct {
 	isTable func(string) bool
+	// allowAt accepts AT clauses on lake tables and collects them in
+	// timeTravel (Analyze).
+	allowAt    bool
+	timeTravel []TimeTravel
+	// hidden accepts views of hiddenSchema (CheckRewritten).
+	hiddenSchema string
+	hidden       func(string) bool
 }
 
 // walk visits every value of the tree. Nothing is skipped: a field this
@@ -239,22 +251,34 @@ func (c *checker) baseTable(o map[string]any, sc *scope) error {
 	schema, _ := o["schema_name"].(string)
 	catalog, _ := o["catalog_name"].(string)
 	lname, lschema := strings.ToLower(name), strings.ToLower(schema)
+	var lakeTable bool
 	switch {
 	case catalog == "" && schema == "" && sc.has(lname):
-		return nil
 	case catalog == "" && (lschema == "" || lschema == "main") && c.isTable(lname):
-		return nil
+		lakeTable = true
 	case catalog == "" && lschema == "information_schema" && infoSchemaViews[lname]:
-		return nil
+	case catalog == "" && c.hidden != nil && schema == c.hiddenSchema && c.hidden(name):
+	default:
+		full := name
+		if schema != "" {
+			full = schema + "." + full
+		}
+		if catalog != "" {
+			full = catalog + "." + full
+		}
+		return &Refusal{Kind: "table", Name: full}
 	}
-	full := name
-	if schema != "" {
-		full = schema + "." + full
+	if at := o["at_clause"]; at != nil {
+		if !c.allowAt || !lakeTable {
+			return &Refusal{Kind: "construct", Name: "AT clause on " + name + ", which is not a lake table"}
+		}
+		tt, err := timeTravelOf(lname, at)
+		if err != nil {
+			return err
+		}
+		c.timeTravel = append(c.timeTravel, tt)
 	}
-	if catalog != "" {
-		full = catalog + "." + full
-	}
-	return &Refusal{Kind: "table", Name: full}
+	return nil
 }
 
 func (c *checker) tableFunction(o map[string]any, sc *scope) error {
