@@ -372,14 +372,29 @@ type RunSession struct {
 // checkpoint. A run holding it → an error wrapping ErrInProgress.
 func OpenRun(path string) (*RunSession, error) {
 	s, err := Open(path)
+	if errors.Is(err, ErrInProgress) {
+		return nil, runBusy{path: filepath.Clean(path), pid: readPID(filepath.Clean(path) + lockSuffix)}
+	}
 	if err != nil {
-		if errors.Is(err, ErrInProgress) {
-			return nil, fmt.Errorf("%w: the same put is already running", err)
-		}
 		return nil, err
 	}
 	return &RunSession{s: s}, nil
 }
+
+// runBusy is ErrInProgress in the words of a run.
+type runBusy struct {
+	path string
+	pid  int
+}
+
+func (e runBusy) Error() string {
+	if e.pid > 0 {
+		return fmt.Sprintf("run checkpoint %s: the same put is already running (pid %d)", e.path, e.pid)
+	}
+	return fmt.Sprintf("run checkpoint %s: the same put is already running", e.path)
+}
+
+func (e runBusy) Is(target error) bool { return target == ErrInProgress }
 
 // Path is the run checkpoint's file.
 func (r *RunSession) Path() string { return r.s.path }

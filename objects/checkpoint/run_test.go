@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,7 +126,8 @@ func TestRunSession(t *testing.T) {
 	if _, err := s.Load(); !errors.Is(err, checkpoint.ErrNoCheckpoint) {
 		t.Fatalf("load before save: %v", err)
 	}
-	if _, err := checkpoint.OpenRun(p); !errors.Is(err, checkpoint.ErrInProgress) {
+	if _, err := checkpoint.OpenRun(p); !errors.Is(err, checkpoint.ErrInProgress) ||
+		!strings.Contains(err.Error(), "the same put is already running (pid "+strconv.Itoa(os.Getpid())+")") {
 		t.Fatalf("second open: %v", err)
 	}
 	want := validRun()
