@@ -2089,6 +2089,198 @@ func (x *ExpireResult) GetDuplicate() bool {
 	return false
 }
 
+// lake.gc: free what no retained version of any table references (DESIGN
+// §11). Runs on the leader.
+type GcRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Objects, data files and leftovers younger than this are kept
+	// (default 24 h when absent; 0 is allowed).
+	GraceMicros   *int64 `protobuf:"varint,1,opt,name=grace_micros,json=graceMicros,proto3,oneof" json:"grace_micros,omitempty"`
+	DryRun        bool   `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"` // report what would be freed, free nothing
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcRequest) Reset() {
+	*x = GcRequest{}
+	mi := &file_wire_action_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcRequest) ProtoMessage() {}
+
+func (x *GcRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcRequest.ProtoReflect.Descriptor instead.
+func (*GcRequest) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GcRequest) GetGraceMicros() int64 {
+	if x != nil && x.GraceMicros != nil {
+		return *x.GraceMicros
+	}
+	return 0
+}
+
+func (x *GcRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type GcCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Count         int64                  `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	Bytes         int64                  `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcCount) Reset() {
+	*x = GcCount{}
+	mi := &file_wire_action_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcCount) ProtoMessage() {}
+
+func (x *GcCount) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcCount.ProtoReflect.Descriptor instead.
+func (*GcCount) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GcCount) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *GcCount) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type GcResult struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	DataFiles         *GcCount               `protobuf:"bytes,1,opt,name=data_files,json=dataFiles,proto3" json:"data_files,omitempty"` // data files no retained version references
+	Objects           *GcCount               `protobuf:"bytes,2,opt,name=objects,proto3" json:"objects,omitempty"`                      // objects no retained row references
+	Uploads           *GcCount               `protobuf:"bytes,3,opt,name=uploads,proto3" json:"uploads,omitempty"`                      // unfinished multipart uploads
+	TempFiles         *GcCount               `protobuf:"bytes,4,opt,name=temp_files,json=tempFiles,proto3" json:"temp_files,omitempty"` // temp files of failed writes
+	DryRun            bool                   `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	ReferencedObjects int64                  `protobuf:"varint,6,opt,name=referenced_objects,json=referencedObjects,proto3" json:"referenced_objects,omitempty"` // objects kept because a retained row names them
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *GcResult) Reset() {
+	*x = GcResult{}
+	mi := &file_wire_action_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcResult) ProtoMessage() {}
+
+func (x *GcResult) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcResult.ProtoReflect.Descriptor instead.
+func (*GcResult) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *GcResult) GetDataFiles() *GcCount {
+	if x != nil {
+		return x.DataFiles
+	}
+	return nil
+}
+
+func (x *GcResult) GetObjects() *GcCount {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *GcResult) GetUploads() *GcCount {
+	if x != nil {
+		return x.Uploads
+	}
+	return nil
+}
+
+func (x *GcResult) GetTempFiles() *GcCount {
+	if x != nil {
+		return x.TempFiles
+	}
+	return nil
+}
+
+func (x *GcResult) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *GcResult) GetReferencedObjects() int64 {
+	if x != nil {
+		return x.ReferencedObjects
+	}
+	return 0
+}
+
 var File_wire_action_proto protoreflect.FileDescriptor
 
 const file_wire_action_proto_rawDesc = "" +
@@ -2260,7 +2452,23 @@ const file_wire_action_proto_rawDesc = "" +
 	"\vretain_from\x18\x03 \x01(\x03R\n" +
 	"retainFrom\x12\x18\n" +
 	"\aexpired\x18\x04 \x01(\x03R\aexpired\x12\x1c\n" +
-	"\tduplicate\x18\x05 \x01(\bR\tduplicate*\xda\x01\n" +
+	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"]\n" +
+	"\tGcRequest\x12&\n" +
+	"\fgrace_micros\x18\x01 \x01(\x03H\x00R\vgraceMicros\x88\x01\x01\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRunB\x0f\n" +
+	"\r_grace_micros\"5\n" +
+	"\aGcCount\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\"\x9c\x02\n" +
+	"\bGcResult\x123\n" +
+	"\n" +
+	"data_files\x18\x01 \x01(\v2\x14.lake.action.GcCountR\tdataFiles\x12.\n" +
+	"\aobjects\x18\x02 \x01(\v2\x14.lake.action.GcCountR\aobjects\x12.\n" +
+	"\auploads\x18\x03 \x01(\v2\x14.lake.action.GcCountR\auploads\x123\n" +
+	"\n" +
+	"temp_files\x18\x04 \x01(\v2\x14.lake.action.GcCountR\ttempFiles\x12\x17\n" +
+	"\adry_run\x18\x05 \x01(\bR\x06dryRun\x12-\n" +
+	"\x12referenced_objects\x18\x06 \x01(\x03R\x11referencedObjects*\xda\x01\n" +
 	"\rVerifyProblem\x12\x1e\n" +
 	"\x1aVERIFY_PROBLEM_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bVERIFY_PROBLEM_SIZE_DIFFERS\x10\x01\x12!\n" +
@@ -2282,7 +2490,7 @@ func file_wire_action_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_action_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_wire_action_proto_goTypes = []any{
 	(VerifyProblem)(0),           // 0: lake.action.VerifyProblem
 	(*CreateTableRequest)(nil),   // 1: lake.action.CreateTableRequest
@@ -2312,6 +2520,9 @@ var file_wire_action_proto_goTypes = []any{
 	(*DeleteResult)(nil),         // 25: lake.action.DeleteResult
 	(*ExpireRequest)(nil),        // 26: lake.action.ExpireRequest
 	(*ExpireResult)(nil),         // 27: lake.action.ExpireResult
+	(*GcRequest)(nil),            // 28: lake.action.GcRequest
+	(*GcCount)(nil),              // 29: lake.action.GcCount
+	(*GcResult)(nil),             // 30: lake.action.GcResult
 }
 var file_wire_action_proto_depIdxs = []int32{
 	2,  // 0: lake.action.TableList.tables:type_name -> lake.action.TableInfo
@@ -2322,11 +2533,15 @@ var file_wire_action_proto_depIdxs = []int32{
 	19, // 5: lake.action.VerifyResult.mismatch:type_name -> lake.action.VerifyMismatch
 	20, // 6: lake.action.VerifyResult.progress:type_name -> lake.action.VerifyProgress
 	0,  // 7: lake.action.VerifyMismatch.problem:type_name -> lake.action.VerifyProblem
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	29, // 8: lake.action.GcResult.data_files:type_name -> lake.action.GcCount
+	29, // 9: lake.action.GcResult.objects:type_name -> lake.action.GcCount
+	29, // 10: lake.action.GcResult.uploads:type_name -> lake.action.GcCount
+	29, // 11: lake.action.GcResult.temp_files:type_name -> lake.action.GcCount
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_wire_action_proto_init() }
@@ -2343,13 +2558,14 @@ func file_wire_action_proto_init() {
 	file_wire_action_proto_msgTypes[18].OneofWrappers = []any{}
 	file_wire_action_proto_msgTypes[23].OneofWrappers = []any{}
 	file_wire_action_proto_msgTypes[25].OneofWrappers = []any{}
+	file_wire_action_proto_msgTypes[27].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_action_proto_rawDesc), len(file_wire_action_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
