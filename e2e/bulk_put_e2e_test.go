@@ -171,15 +171,18 @@ func TestBulkPutKilledAndRunAgain(t *testing.T) {
 	for _, st := range stages {
 		t.Run(st.name, func(t *testing.T) {
 			for _, k := range kills {
-				if st.name == "versitygw" && k.failpoint == "client-before-batch-append=5" {
-					continue // the same client code as on the local stage; two kills suffice here
+				if st.name == "versitygw" && k.failpoint != "" {
+					// The failpoints hit the same client code on either
+					// stage; the kill from outside suffices here.
+					continue
 				}
 				t.Run(k.name, func(t *testing.T) {
 					l := st.start(t)
 					dir := t.TempDir()
 					sums := bulkFiles(t, dir, files, size)
-					// 200-row batches: the 4th commit is 40 % of the run.
-					args := []string{"-r", dir, "--batch-rows", "200", "--jobs", "8"}
+					// 200-row batches, never sealed early by their age on a
+					// slow machine: the 4th commit is 40 % of the run.
+					args := []string{"-r", dir, "--batch-rows", "200", "--batch-wait", "1h", "--jobs", "8"}
 					var env []string
 					if k.failpoint != "" {
 						env = []string{"LAKE_FAILPOINTS=" + k.failpoint}
