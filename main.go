@@ -92,6 +92,7 @@ the stage, then commit one small metadata row.`,
 	root.AddCommand(newStatusCommand(g))
 	root.AddCommand(newVerifyCommand(g))
 	root.AddCommand(newRmCommand(g))
+	root.AddCommand(newGCCommand(g))
 	markUsageErrors(root)
 	return root
 }

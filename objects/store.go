@@ -193,3 +193,31 @@ type Resumer interface {
 	// part.
 	Cancel(ctx context.Context, cp *checkpoint.Checkpoint) error
 }
+
+// Sweeper is an optional Store capability: list and remove what failed or
+// abandoned writes left in the stage, for garbage collection (DESIGN §11).
+// The S3 backend has unfinished multipart uploads; the local one has the
+// temp files of writes that crashed before their rename.
+type Sweeper interface {
+	// Leftovers lists the leftovers started before before, in no
+	// particular order. Never one of a write that may still finish in
+	// time: the caller picks before with a grace.
+	Leftovers(ctx context.Context, before time.Time) iter.Seq2[Leftover, error]
+	// RemoveLeftover removes one; one already gone is ErrNotFound.
+	RemoveLeftover(ctx context.Context, l Leftover) error
+}
+
+// Kinds of Leftover.
+const (
+	LeftoverUpload = "upload" // an unfinished multipart upload
+	LeftoverTemp   = "temp"   // a temp file
+)
+
+// Leftover is one thing a failed write left.
+type Leftover struct {
+	Kind    string    // LeftoverUpload or LeftoverTemp
+	Key     string    // the key the write was for (a temp file: its own path below the stage)
+	ID      string    // the upload id of an upload
+	Size    int64     // bytes it holds, where known cheaply (a temp file)
+	Started time.Time // when the write began
+}

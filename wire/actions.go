@@ -24,6 +24,7 @@ const (
 	ActionCompact       = "lake.table.compact"
 	ActionDelete        = "lake.table.delete"
 	ActionExpire        = "lake.table.expire"
+	ActionGC            = "lake.gc"
 )
 
 // Scope is what a bearer token must allow for a call (DESIGN §12). The
@@ -153,6 +154,12 @@ var actions = []ActionSpec{
 	{
 		Name: ActionExpire, Request: msg(&lakepb.ExpireRequest{}), Response: msg(&lakepb.ExpireResult{}),
 		Mutates: true, Scope: ScopeAdmin, Description: "Make a table's old versions unreadable, so garbage collection may free what only they use",
+	},
+	{
+		// Mutates: it runs on the leader, the only node whose fence
+		// every append passes.
+		Name: ActionGC, Request: msg(&lakepb.GcRequest{}), Response: msg(&lakepb.GcResult{}),
+		Mutates: true, Scope: ScopeAdmin, Description: "Free the data files, objects and leftovers no retained version references",
 	},
 }
 

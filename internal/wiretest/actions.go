@@ -35,6 +35,8 @@ func ActionRequest(name, table, fresh, key string) proto.Message {
 	case wire.ActionExpire:
 		keep := int64(1_000_000)
 		return &lakepb.ExpireRequest{Table: table, KeepLast: &keep}
+	case wire.ActionGC:
+		return &lakepb.GcRequest{DryRun: true}
 	case wire.ActionDelete:
 		return &lakepb.DeleteRequest{Table: table, Keys: []string{key}}
 	}

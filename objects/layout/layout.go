@@ -42,12 +42,12 @@ var ErrNotLayout = errors.New("layout: not a key of the stage layout")
 type Kind uint8
 
 const (
-	KindCatalog    Kind = iota + 1 // _lake/catalog/<name>.json
-	KindLog                        // _lake/tables/<id>/log/<version>.json
-	KindData                       // _lake/tables/<id>/data/<file>.parquet
-	KindCheckpoint                 // _lake/tables/<id>/checkpoints/<version>.json
-	KindMetadata                   // _lake/tables/<id>/metadata/<file>
-	KindLastCheckpoint             // _lake/tables/<id>/checkpoints/_last.json
+	KindCatalog        Kind = iota + 1 // _lake/catalog/<name>.json
+	KindLog                            // _lake/tables/<id>/log/<version>.json
+	KindData                           // _lake/tables/<id>/data/<file>.parquet
+	KindCheckpoint                     // _lake/tables/<id>/checkpoints/<version>.json
+	KindMetadata                       // _lake/tables/<id>/metadata/<file>
+	KindLastCheckpoint                 // _lake/tables/<id>/checkpoints/_last.json
 )
 
 func (k Kind) String() string {

@@ -34,6 +34,10 @@ func (s *Service) Append(ctx context.Context, cmd *lakepb.Append, recs []arrow.R
 	if err != nil {
 		return nil, err
 	}
+	// The collector's fence (gc.go): held from the check of the objects
+	// until the append is answered.
+	s.gc.mu.RLock()
+	defer s.gc.mu.RUnlock()
 	if res, ok, err := t.commits.committed(cmd.GetCommitId()); err != nil || ok {
 		if err != nil {
 			return nil, err
@@ -149,6 +153,9 @@ func (s *Service) checkObjects(ctx context.Context, checks []objectCheck) error 
 }
 
 func (s *Service) checkObject(ctx context.Context, v wire.FileValue) error {
+	if err := s.doomedObject(v.Key); err != nil {
+		return err
+	}
 	info, err := s.store.Stat(ctx, v.Key)
 	if errors.Is(err, objects.ErrNotFound) {
 		return fmt.Errorf("%w: %s", wire.ErrObjectMissing, v.Key)
@@ -191,7 +198,9 @@ func buildAppend(ctx context.Context, c *committer, rec *logRecord, group []*com
 	}
 	key := layout.NewDataKey(c.t.id)
 	rec.Files = []dataFile{{Key: key, Rows: rec.Rows, Size: int64(len(data))}}
+	c.holds.hold(key)
 	return staged{
+		settle: func() { c.holds.release(key) },
 		write: func() error {
 			_, err := c.store.Put(ctx, key, bytes.NewReader(data), objects.PutOptions{ContentType: "application/vnd.apache.parquet"})
 			if err != nil {
@@ -199,7 +208,10 @@ func buildAppend(ctx context.Context, c *committer, rec *logRecord, group []*com
 			}
 			return nil
 		},
-		discard: func() { _ = c.store.Delete(ctx, key) }, // nothing refers to it
+		discard: func() { // nothing refers to it
+			_ = c.store.Delete(ctx, key)
+			c.holds.release(key)
+		},
 	}, nil
 }
 

@@ -55,6 +55,9 @@ type commitKind struct {
 type staged struct {
 	write   func() error
 	discard func()
+	// settle, when set, runs once the record committed and is applied:
+	// what write wrote is referenced from then on (gc.go's holds).
+	settle func()
 }
 
 // commitReq asks a table's committer for one change.
@@ -98,6 +101,7 @@ type committer struct {
 	store   objects.Store
 	ix      *index
 	leading func() bool // canCommit
+	holds   *dataHolds  // the service's: data files being written
 	publish func(cluster.Head)
 	// afterCommit hears of every version this committer made, after its
 	// callers were answered (the background compactor listens).
@@ -363,6 +367,9 @@ func (c *committer) commitOnce(ctx context.Context, commit []*commitReq) (int64,
 		return 0, fmt.Errorf("%w: version %d committed to the stage but not indexed: %v", wire.ErrNotLeader, version, err)
 	}
 	c.reg.advance(t, []*logRecord{rec})
+	if st.settle != nil {
+		st.settle()
+	}
 	c.publish(cluster.Head{TableID: t.id, Name: t.name, Version: version})
 	return version, nil
 }

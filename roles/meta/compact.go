@@ -1,7 +1,6 @@
 package meta
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -12,8 +11,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/lakedata/lake/internal/failpoint"
-	"github.com/lakedata/lake/objects"
-	"github.com/lakedata/lake/objects/layout"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -139,10 +136,11 @@ func (s *Service) compact(ctx context.Context, t *table, plan func([]*lakepb.Dat
 		}
 		if resp.err != nil {
 			// Unless it was a conflict the record may exist (an ambiguous
-			// put), so the merged files stay; garbage collection frees
-			// them if nothing refers to them.
+			// put), so the merged files stay, held until the process ends;
+			// garbage collection frees them later if nothing refers to them.
 			return nil, resp.err
 		}
+		s.settleFiles(cp.adds)
 		s.log.Info("compacted", "table", t.name, "version", resp.version, "merged", len(cp.removes), "into", len(cp.adds))
 		res.Version, res.FilesBefore, res.FilesAfter = resp.version, int64(cp.before), int64(cp.after)
 		return res, nil
@@ -330,20 +328,23 @@ func (s *Service) mergeFiles(ctx context.Context, t *table, files []*lakepb.Data
 		}
 		rows += got
 	}
-	data, err := encodeParquet(t.schema, recs)
-	if err != nil {
-		return dataFile{}, fmt.Errorf("encode parquet: %w", err)
-	}
-	key := layout.NewDataKey(t.id)
-	if _, err := s.store.Put(ctx, key, bytes.NewReader(data), objects.PutOptions{ContentType: "application/vnd.apache.parquet"}); err != nil {
-		return dataFile{}, fmt.Errorf("write data file: %w", err)
-	}
-	return dataFile{Key: key, Rows: rows, Size: int64(len(data))}, nil
+	return s.writeDataFile(ctx, t, recs)
 }
 
+// discardFiles deletes data files this node wrote that no record names,
+// and lets the collector see them again.
 func (s *Service) discardFiles(files []dataFile) {
 	for _, f := range files {
 		_ = s.store.Delete(context.WithoutCancel(s.ctx), f.Key)
+		s.holds.release(f.Key)
+	}
+}
+
+// settleFiles releases the holds on data files a record now names: from
+// here on the collector sees them referenced.
+func (s *Service) settleFiles(files []dataFile) {
+	for _, f := range files {
+		s.holds.release(f.Key)
 	}
 }
 

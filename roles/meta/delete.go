@@ -122,8 +122,9 @@ func (s *Service) Delete(ctx context.Context, req *lakepb.DeleteRequest) (*lakep
 			}
 		}
 		if resp.err != nil {
-			return nil, resp.err // ambiguous: the rewrites stay, GC frees them if unreferenced
+			return nil, resp.err // ambiguous: the rewrites stay held; GC frees them later if unreferenced
 		}
+		s.settleFiles(d.adds)
 		s.log.Info("deleted", "table", t.name, "version", resp.version, "rows", d.rows, "rewrote", len(d.removes))
 		return result(resp), nil
 	}
@@ -232,7 +233,8 @@ func keptRuns(n int64, drop []int64) [][2]int64 {
 	return runs
 }
 
-// writeDataFile writes recs as a new data file of t.
+// writeDataFile writes recs as a new data file of t, held from before it
+// exists (gc.go) until a record names it (settleFiles) or it is discarded.
 func (s *Service) writeDataFile(ctx context.Context, t *table, recs []arrow.RecordBatch) (dataFile, error) {
 	var rows int64
 	for _, r := range recs {
@@ -243,7 +245,9 @@ func (s *Service) writeDataFile(ctx context.Context, t *table, recs []arrow.Reco
 		return dataFile{}, fmt.Errorf("encode parquet: %w", err)
 	}
 	key := layout.NewDataKey(t.id)
+	s.holds.hold(key)
 	if _, err := s.store.Put(ctx, key, bytes.NewReader(data), objects.PutOptions{ContentType: "application/vnd.apache.parquet"}); err != nil {
+		s.holds.release(key)
 		return dataFile{}, fmt.Errorf("write data file: %w", err)
 	}
 	return dataFile{Key: key, Rows: rows, Size: int64(len(data))}, nil

@@ -292,6 +292,10 @@ func (s *Service) actionHandlers() map[string]actionHandler {
 			serve: unary(s.Expire),
 			check: checked(expireCheck),
 		},
+		wire.ActionGC: {
+			serve: unary(s.GC),
+			check: checked(gcCheck),
+		},
 	}
 }
 

@@ -42,6 +42,9 @@ type Service struct {
 	fwd     *forwarder  // a follower's one way to the leader
 	sync    syncQueue
 
+	holds dataHolds // data files being written, which gc must not free
+	gc    gcFence   // between the collector and the appends
+
 	compactQ    compactQueue // tables the background compactor looks at
 	checkpointQ compactQueue // tables due for a log checkpoint
 
@@ -182,7 +185,7 @@ func (s *Service) startCommitter(t *table) {
 	t.commits = &committer{
 		t: t, queue: make(chan *commitReq, 4*s.cfg.MaxGroupRequests), maxGroup: s.cfg.MaxGroupRequests, stop: s.ctx,
 		reg: s.reg, stage: s.stage, store: s.store, ix: s.ix, leading: s.canCommit, publish: s.cluster.PublishHead,
-		afterCommit: s.afterCommit, log: s.log,
+		afterCommit: s.afterCommit, log: s.log, holds: &s.holds,
 	}
 	s.wg.Add(1)
 	go func() {
