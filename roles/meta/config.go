@@ -72,6 +72,10 @@ type Config struct {
 	// a node that learned the table from a checkpoint. A node that read
 	// the log record itself remembers it for as long as its index lives.
 	CommitRetention time.Duration
+	// GCLeftoverMinAge is the least age of a temp file or unfinished
+	// multipart upload that gc removes, whatever the grace it is given,
+	// so a write in flight is not cut off (default a minute).
+	GCLeftoverMinAge time.Duration
 	// Retention, when positive, makes the leader expire the versions of
 	// every table that stopped being current longer ago than this, every
 	// tenth of it (at most hourly). 0 keeps every version.
@@ -101,6 +105,7 @@ func DefaultConfig() Config {
 
 		CheckpointInterval: DefaultCheckpointInterval,
 		CommitRetention:    DefaultCommitRetention,
+		GCLeftoverMinAge:   time.Minute,
 	}
 }
 

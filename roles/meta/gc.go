@@ -129,7 +129,12 @@ func (s *Service) GC(ctx context.Context, req *lakepb.GcRequest) (*lakepb.GcResu
 	if req.GraceMicros != nil {
 		grace = time.Duration(req.GetGraceMicros()) * time.Microsecond
 	}
-	cutoff := time.Now().Add(-grace)
+	now := time.Now()
+	cutoff := now.Add(-grace)
+	// A write in flight (a put's temp file, a part upload, this leader's
+	// own prepared log record) keeps its leftover at least
+	// GCLeftoverMinAge, whatever the grace.
+	leftoverCutoff := now.Add(-max(grace, s.cfg.GCLeftoverMinAge))
 	res := &lakepb.GcResult{DryRun: req.GetDryRun(), DataFiles: &lakepb.GcCount{}, Objects: &lakepb.GcCount{}, Uploads: &lakepb.GcCount{}, TempFiles: &lakepb.GcCount{}}
 
 	// 1. The candidates first: an object written after this listing is
@@ -205,7 +210,7 @@ func (s *Service) GC(ctx context.Context, req *lakepb.GcRequest) (*lakepb.GcResu
 	if req.GetDryRun() {
 		count(res.Objects, doomed)
 		count(res.DataFiles, dataDoomed)
-		return res, s.sweepLeftovers(ctx, cutoff, res, true)
+		return res, s.sweepLeftovers(ctx, leftoverCutoff, res, true)
 	}
 
 	// 3. Free.
@@ -223,7 +228,7 @@ func (s *Service) GC(ctx context.Context, req *lakepb.GcRequest) (*lakepb.GcResu
 			return res, err
 		}
 	}
-	if err := s.sweepLeftovers(ctx, cutoff, res, false); err != nil {
+	if err := s.sweepLeftovers(ctx, leftoverCutoff, res, false); err != nil {
 		return res, err
 	}
 	s.log.Info("garbage collected", "objects", res.Objects.Count, "object_bytes", res.Objects.Bytes,

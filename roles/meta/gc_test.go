@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/layout"
+	"github.com/lakedata/lake/objects/local"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -113,8 +116,9 @@ func TestGCFreesWhatNoRetainedVersionReferences(t *testing.T) {
 		if err != nil {
 			t.Fatalf("live object %s: %v", k, err)
 		}
-		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != hex.EncodeToString(sha256.New().Sum(nil)) && string(b) != "content of "+nameN(i) {
-			t.Errorf("live object %s changed", k)
+		got, want := sha256.Sum256(b), sha256.Sum256([]byte("content of "+nameN(i)))
+		if hex.EncodeToString(got[:]) != hex.EncodeToString(want[:]) {
+			t.Errorf("live object %s no longer matches its sha256", k)
 		}
 	}
 	if left := f.dataFiles(info.Id); fmt.Sprint(left) != fmt.Sprint(current) {
@@ -199,4 +203,35 @@ func TestGCBesideAppendsNeverFreesAReferencedObject(t *testing.T) {
 		t.Errorf("%d rows, %d acknowledged", n, len(acked))
 	}
 	t.Logf("%d acknowledged, %d refused, %d collections", len(acked), refused.Load(), gcs)
+}
+
+// TestGCRemovesOldTempFiles: a temp file a crashed write left in the
+// local stage goes once it is older than the grace; a young one, which a
+// write in flight may still rename, stays.
+func TestGCRemovesOldTempFiles(t *testing.T) {
+	f := newFixture(t)
+	tmp := filepath.Join(f.stage.Dir(), local.TempDir)
+	old, young := filepath.Join(tmp, "put-crashed"), filepath.Join(tmp, "put-in-flight")
+	for _, p := range []string{old, young} {
+		if err := os.WriteFile(p, []byte("half a file"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(old, long, long); err != nil {
+		t.Fatal(err)
+	}
+	if res := f.gc(time.Hour, true); res.TempFiles.Count != 1 || res.TempFiles.Bytes != 11 {
+		t.Errorf("dry run: temp files %v, want 1 of 11 bytes", res.TempFiles)
+	}
+	res := f.gc(0, false) // the young one is kept by GCLeftoverMinAge
+	if res.TempFiles.Count != 1 {
+		t.Errorf("temp files freed: %v, want 1", res.TempFiles)
+	}
+	if _, err := os.Stat(old); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old temp file: %v", err)
+	}
+	if _, err := os.Stat(young); err != nil {
+		t.Errorf("the young temp file: %v", err)
+	}
 }
