@@ -25,8 +25,8 @@ func TestCLITableCompact(t *testing.T) {
 		t.Errorf("compact again: %q", out)
 	}
 	hist := lines(f.mustRun("table", "history", "videos", "--limit", "1"))
-	if w := strings.Fields(hist[1]); len(hist) != 2 || w[0] != "4" || w[2] != "0" || w[3] != "1" {
-		t.Errorf("history of the compaction (version 4, 0 rows, 1 file):\n%s", strings.Join(hist, "\n"))
+	if w := strings.Fields(hist[1]); len(hist) != 2 || w[0] != "4" || w[1] != "compact" || w[3] != "+0" || w[4] != "+1/-3" {
+		t.Errorf("history of the compaction (version 4, compact, 0 rows, 1 file for 3):\n%s", strings.Join(hist, "\n"))
 	}
 	if _, err := f.run("", "table", "compact", "nope"); !errors.Is(err, wire.ErrTableNotFound) {
 		t.Errorf("compact an unknown table: %v", err)

@@ -315,8 +315,11 @@ func newTableHistoryCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "history NAME",
 		Short: "Show a table's versions, newest first",
-		Long: `Show a table's versions, newest first: when each committed, the rows and
-data files it added and the commit ids (idempotency keys) it holds.` + endpointHelp,
+		Long: `Show a table's versions, newest first: what each did (create, append,
+compact, delete, expire), when it committed, the rows it added (negative for
+a delete), the data files it added and removed (+added/-removed), and the
+commit ids (idempotency keys) it holds. A version marked expired can no
+longer be read (lake table expire).` + endpointHelp,
 		Example: `  lake table history videos
   lake table history videos --limit 10`,
 		Args: cobra.ExactArgs(1),
@@ -342,10 +345,18 @@ func runTableHistory(ctx context.Context, c *client.Client, name string, limit i
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERSION\tCOMMITTED\tROWS\tFILES\tCOMMIT IDS")
+	fmt.Fprintln(tw, "VERSION\tKIND\tCOMMITTED\tROWS\tFILES\tCOMMIT IDS")
 	for _, v := range h.GetVersions() {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", v.GetVersion(), micros(v.GetCommittedAtUnixMicros()),
-			v.GetRows(), len(v.GetFiles()), commitIDs(v))
+		kind := v.GetKind()
+		if v.GetExpired() {
+			kind += " (expired)"
+		}
+		files := fmt.Sprintf("+%d", len(v.GetFiles()))
+		if n := len(v.GetRemoves()); n > 0 {
+			files += fmt.Sprintf("/-%d", n)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%+d\t%s\t%s\n", v.GetVersion(), kind, micros(v.GetCommittedAtUnixMicros()),
+			v.GetRows(), files, commitIDs(v))
 	}
 	return tw.Flush()
 }
