@@ -144,18 +144,20 @@ func (l *bulkLake) checkEachOnce(t *testing.T, sums map[string]string) {
 
 // TestBulkPutKilledAndRunAgain: `lake put -r` of 2,000 small files is
 // SIGKILLed at about 40 % (by the test once 800 rows are committed, or by
-// a failpoint on either side of a batch's append), and the same command
-// run again ends with exactly 2,000 rows, each file once; on the local
-// stage and on versitygw.
+// a failpoint on either side of a batch's append) or interrupted (SIGINT,
+// as Ctrl-C), and the same command run again ends with exactly 2,000
+// rows, each file once; on the local stage and on versitygw.
 func TestBulkPutKilledAndRunAgain(t *testing.T) {
 	const files, size = 2000, 4 << 10
 	kills := []struct {
 		name      string
-		failpoint string // "": the test sends SIGKILL at 800 rows
+		failpoint string         // "": the test sends signal at 800 rows
+		signal    syscall.Signal // with a failpoint: the process kills itself
 	}{
-		{"SIGKILL at 800 rows", ""},
-		{"before the 5th batch's append", "client-before-batch-append=5"},
-		{"after the 4th batch's append", "client-after-batch-append=4"},
+		{"SIGKILL at 800 rows", "", syscall.SIGKILL},
+		{"Ctrl-C at 800 rows", "", syscall.SIGINT},
+		{"before the 5th batch's append", "client-before-batch-append=5", syscall.SIGKILL},
+		{"after the 4th batch's append", "client-after-batch-append=4", syscall.SIGKILL},
 	}
 	stages := []struct {
 		name  string
@@ -171,9 +173,9 @@ func TestBulkPutKilledAndRunAgain(t *testing.T) {
 	for _, st := range stages {
 		t.Run(st.name, func(t *testing.T) {
 			for _, k := range kills {
-				if st.name == "versitygw" && k.failpoint != "" {
-					// The failpoints hit the same client code on either
-					// stage; the kill from outside suffices here.
+				if st.name == "versitygw" && (k.failpoint != "" || k.signal != syscall.SIGKILL) {
+					// The failpoints and Ctrl-C take the same client paths
+					// on either stage; the kill from outside suffices here.
 					continue
 				}
 				t.Run(k.name, func(t *testing.T) {
@@ -207,7 +209,7 @@ func TestBulkPutKilledAndRunAgain(t *testing.T) {
 							default:
 							}
 							if l.rows(t, c) >= 800 {
-								cmd.Process.Signal(syscall.SIGKILL)
+								cmd.Process.Signal(k.signal)
 								err = <-exited
 								break poll
 							}
@@ -221,8 +223,15 @@ func TestBulkPutKilledAndRunAgain(t *testing.T) {
 						err = <-exited
 					}
 					var exit *exec.ExitError
-					if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+					switch {
+					case !errors.As(err, &exit):
+						t.Fatalf("the put was not stopped: %v\n%s", err, stderr.String())
+					case k.signal == syscall.SIGKILL && exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL:
 						t.Fatalf("the put was not killed: %v\n%s", err, stderr.String())
+					case k.signal == syscall.SIGINT && exit.ExitCode() != 1:
+						// Interrupted, lake stops its uploads and its append
+						// and exits with status 1, the run checkpoint kept.
+						t.Fatalf("the interrupted put: %v, want exit status 1\n%s", err, stderr.String())
 					}
 					committed := l.rows(t, l.client(t))
 					if committed == 0 || committed >= files {
