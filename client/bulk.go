@@ -360,9 +360,13 @@ type bulk struct {
 
 	sess *checkpoint.RunSession // nil: no checkpoint directory
 
-	mu       sync.Mutex // guards run, res, progress and the callbacks
-	run      *checkpoint.Run
-	resent   map[string]bool // paths of the pending batches this run sent again
+	// runMu guards run and its saves, mu the rest: a save fsyncs twice,
+	// and the uploads telling their progress must not wait for it.
+	runMu  sync.Mutex
+	run    *checkpoint.Run
+	resent map[string]bool // paths of the pending batches this run sent again
+
+	mu       sync.Mutex // guards res, progress and the callbacks
 	res      *PutFilesResult
 	progress BulkProgress
 }
@@ -404,7 +408,7 @@ func (b *bulk) closeRun() {
 	}
 }
 
-// save writes the run checkpoint; b.mu is held.
+// save writes the run checkpoint; b.runMu is held.
 func (b *bulk) save() error {
 	if b.sess == nil {
 		return nil
@@ -475,14 +479,16 @@ func (b *bulk) resendPending(ctx context.Context) error {
 // skipDone reports the files an earlier run committed and returns the
 // rest.
 func (b *bulk) skipDone(files []bulkFile) []bulkFile {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	done := make(map[string]bool)
+	b.runMu.Lock()
 	for _, cb := range b.run.Committed {
 		for _, p := range cb.Paths {
 			done[p] = true
 		}
 	}
+	b.runMu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	var todo []bulkFile
 	for _, f := range files {
 		if done[f.abs] {
@@ -693,10 +699,10 @@ func (b *bulk) commitUploads(ctx context.Context, batch []uploaded) error {
 		rb.Files[i] = u.row
 		shown[u.row.Path] = u.f.path
 	}
-	b.mu.Lock()
+	b.runMu.Lock()
 	b.run.Pending = append(b.run.Pending, rb)
 	err := b.save()
-	b.mu.Unlock()
+	b.runMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("client: put files into %s: %w", b.table, err)
 	}
@@ -733,22 +739,27 @@ func (b *bulk) commit(ctx context.Context, rb checkpoint.RunBatch, shown map[str
 	}
 	failpoint.Hit(FailAfterBatchAppend)
 
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.res.Batches++
 	paths := make([]string, len(rb.Files))
 	for i, f := range rb.Files {
 		paths[i] = f.Path
 	}
+	b.runMu.Lock()
 	b.run.Pending = slices.DeleteFunc(b.run.Pending, func(p checkpoint.RunBatch) bool { return p.CommitID == rb.CommitID })
 	b.run.Committed = append(b.run.Committed, checkpoint.CommittedBatch{CommitID: rb.CommitID, TableVersion: res.GetVersion(), Paths: paths})
-	if err := b.save(); err != nil {
+	err = b.save()
+	b.runMu.Unlock()
+	if err != nil {
 		return fmt.Errorf("client: put files into %s: %w", b.table, err)
 	}
-	for i, f := range rb.Files {
+	for _, f := range rb.Files {
 		if b.resumable(f.Size) {
 			b.dropUploadCheckpoint(f.Path)
 		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.res.Batches++
+	for i, f := range rb.Files {
 		p := f.Path
 		if s, ok := shown[p]; ok {
 			p = s
