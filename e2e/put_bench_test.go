@@ -112,7 +112,7 @@ func compare(b *testing.B, rounds, files int, lake func(round int), other string
 	for round := range rounds {
 		lakeRates = append(lakeRates, rate(lake, round))
 		otherRates = append(otherRates, rate(run, round))
-		b.Logf("round %d: lake %.0f files/s, %s %.0f files/s", round+1, lakeRates[round], other, otherRates[round])
+		b.Logf("round %d: lake %.0f files/s, %s %.0f files/s, ratio %.2f", round+1, lakeRates[round], other, otherRates[round], lakeRates[round]/otherRates[round])
 	}
 	l, o := median(lakeRates), median(otherRates)
 	b.ReportMetric(l, "lake-files/s")
