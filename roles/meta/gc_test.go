@@ -187,9 +187,7 @@ func TestGCBesideAppendsNeverFreesAReferencedObject(t *testing.T) {
 		for range 200 {
 			f.gc(0, false)
 			gcs++
-			select {
-			case <-time.After(2 * time.Millisecond):
-			}
+			time.Sleep(2 * time.Millisecond)
 		}
 	}()
 	wg.Wait()
