@@ -144,7 +144,7 @@ func TestGCFreesWhatNoRetainedVersionReferences(t *testing.T) {
 }
 
 // TestGCBesideAppendsNeverFreesAReferencedObject: gc with no grace runs
-// again and again while four writers upload fresh objects and append rows
+// again and again (100 times) while four writers upload fresh objects and append rows
 // pointing to them. An append may be refused (its object was being
 // freed), but every acknowledged row's object exists at the end.
 func TestGCBesideAppendsNeverFreesAReferencedObject(t *testing.T) {
@@ -161,7 +161,7 @@ func TestGCBesideAppendsNeverFreesAReferencedObject(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range 60 {
+			for i := range 40 {
 				name := fmt.Sprintf("w%d-%02d", w, i)
 				v := f.putObject(name, []byte("bytes of "+name))
 				rec := wiretest.FileRow(name, v)
@@ -184,7 +184,7 @@ func TestGCBesideAppendsNeverFreesAReferencedObject(t *testing.T) {
 	gcs := 0
 	go func() {
 		defer close(stop)
-		for range 200 {
+		for range 100 {
 			f.gc(0, false)
 			gcs++
 			time.Sleep(2 * time.Millisecond)
