@@ -443,21 +443,37 @@ func (l *gcLake) slowPut(ctx context.Context, cl *client.Client, name string, pa
 }
 
 // TestGCKilledMidwayLosesNothing: meta dies (SIGKILL, from a failpoint)
-// in the middle of `lake gc --grace 0s` over orphans, a deleted row's
-// object and the data files of expired versions: once the doomed objects
-// are published and before anything is freed (gc-before-free), and right
-// after the second object is freed (gc-between-frees=2). Restarted on the
-// same data directory, the next `lake gc --grace 0s` frees the rest, and
-// every live row's object is still there with its bytes, through SQL and
-// `lake get`.
+// in the middle of `lake gc --grace 0s` over four orphans, a deleted
+// row's object and the data files of expired versions: once the doomed
+// objects are published and before anything is freed (gc-before-free),
+// and between frees (gc-between-frees: on the local stage after the
+// second object; on versitygw, which deletes in batches, after the first
+// batch, every doomed object, with the data files still to go).
+// Restarted on the same data directory, the next `lake gc --grace 0s`
+// frees the rest, and every live row's object is still there with its
+// bytes, through SQL and `lake get`.
 func TestGCKilledMidwayLosesNothing(t *testing.T) {
 	for _, c := range []struct {
+		stage       string
 		failpoint   string
-		freedBefore int // objects freed before the kill
-	}{{meta.FailGCBeforeFree, 0}, {meta.FailGCBetweenFrees + "=2", 2}} {
-		t.Run(c.failpoint, func(t *testing.T) { gcKilledMidway(t, localCompactStage(t), c.failpoint, c.freedBefore) })
+		freedBefore int // garbage objects freed before the kill
+	}{
+		{"local", meta.FailGCBeforeFree, 0},
+		{"local", meta.FailGCBetweenFrees + "=2", 2},
+		{"s3", meta.FailGCBeforeFree, 0},
+		{"s3", meta.FailGCBetweenFrees + "=1", gcKillGarbage},
+	} {
+		for _, st := range compactStages {
+			if st.name == c.stage {
+				t.Run(c.stage+"/"+c.failpoint, func(t *testing.T) { gcKilledMidway(t, st.make(t), c.failpoint, c.freedBefore) })
+			}
+		}
 	}
 }
+
+// gcKillGarbage is how many garbage objects TestGCKilledMidwayLosesNothing
+// makes: four orphans and a deleted row's object.
+const gcKillGarbage = 5
 
 func gcKilledMidway(t *testing.T, stage compactStage, failpoint string, freedBefore int) {
 	l := startGCLake(t, stage, []string{"LAKE_FAILPOINTS=" + failpoint})
@@ -471,12 +487,13 @@ func gcKilledMidway(t *testing.T, stage compactStage, failpoint string, freedBef
 	runLake(t, l.endpoint, "rm", "--table", "clips", "--key", deleted.Key)
 	runLake(t, l.endpoint, "table", "expire", "clips", "--keep-last", "1")
 	garbage := map[string]bool{deleted.Key: true}
-	for i := range 4 {
+	for i := range gcKillGarbage - 1 {
 		garbage[l.orphan(t, ctx, fmt.Sprintf("orphan-%d.bin", i))] = true
 	}
 	tableID, current := l.currentFiles(t, ctx)
-	if n := len(dataFiles(t, l.store, tableID)); n <= len(current) {
-		t.Fatalf("%d data files, %d current: the expiry left none to free", n, len(current))
+	before := dataFiles(t, l.store, tableID)
+	if len(before) <= len(current) {
+		t.Fatalf("%d data files, %d current: the expiry left none to free", len(before), len(current))
 	}
 
 	if out, stderr, code := runLakeExit(t, l.endpoint, "gc", "--grace=0s"); code == 0 {
@@ -506,12 +523,15 @@ func gcKilledMidway(t *testing.T, stage compactStage, failpoint string, freedBef
 			t.Errorf("live object %s gone at the kill", v.Key)
 		}
 	}
+	if n := len(dataFiles(t, l.store, tableID)); n != len(before) {
+		t.Errorf("%d of %d data files left at the kill, want all: objects go first", n, len(before))
+	}
 
 	l.meta = startLake(t, l.metaArgs...) // no failpoint now
 	waitForTable(t, l.cl)
 	res := l.gc(t, "--grace=0s")
-	if res.Objects.Count != int64(left) || res.DataFiles.Count == 0 {
-		t.Errorf("gc after the restart: %+v, want the %d objects left and the expired data files", res, left)
+	if res.Objects.Count != int64(left) || res.DataFiles.Count != int64(len(before)-len(current)) {
+		t.Errorf("gc after the restart: %+v, want the %d objects left and the %d expired data files", res, left, len(before)-len(current))
 	}
 	keys = l.objectKeys(t)
 	for k := range garbage {
