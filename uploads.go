@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -17,10 +18,11 @@ func newUploadsCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "uploads",
 		Short: "List or cancel interrupted resumable uploads",
-		Long: `A put of a file to an S3 stage keeps a checkpoint until its row is
-committed. If the put is interrupted (Ctrl-C, a crash, a lost network),
-running the same lake put again resumes it: finished parts are verified,
-not sent again. These commands show and give up such uploads.`,
+		Long: `A put of a file keeps a checkpoint until its row is committed. If the put
+is interrupted (Ctrl-C, a crash, a lost network), running the same lake put
+again resumes it: on S3 finished parts are verified, not sent again; an
+object uploaded in one request is appended again with the same commit id,
+so its row commits once. These commands show and give up such uploads.`,
 	}
 	cmd.AddCommand(newUploadsLsCommand(), newUploadsCancelCommand(g))
 	return cmd
@@ -70,7 +72,12 @@ func printUploads(w io.Writer, entries []checkpoint.Entry, now time.Time) error 
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\tunreadable checkpoint (%v)\n", e.Path, e.Err)
 			continue
 		}
-		total := (cp.Source.Size + cp.PartSize - 1) / cp.PartSize
+		done, total := int64(len(cp.Parts)), int64(1)
+		if cp.Kind == checkpoint.KindSingle {
+			done = 1 // uploaded in one request
+		} else {
+			total = (cp.Source.Size + cp.PartSize - 1) / cp.PartSize
+		}
 		state := "interrupted: run the same lake put to resume"
 		switch {
 		case e.Locked:
@@ -79,7 +86,7 @@ func printUploads(w io.Writer, entries []checkpoint.Entry, now time.Time) error 
 			state = "uploaded, row not yet committed: run the same lake put"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", cp.Source.Path, orDash(cp.Table), humanBytes(cp.Source.Size),
-			len(cp.Parts), total, now.Sub(cp.UpdatedAt).Round(time.Second), state)
+			done, total, now.Sub(cp.UpdatedAt).Round(time.Second), state)
 	}
 	return tw.Flush()
 }
@@ -108,7 +115,10 @@ func newUploadsCancelCommand(g *globalOptions) *cobra.Command {
 		Long: `Give up the pending upload of the file at PATH: its checkpoint is locked and
 checked against the endpoint's stage, the multipart upload is aborted (its
 parts are deleted) and the checkpoint removed. An upload that already
-completed is not cancelled: run the same lake put to commit its row.` + endpointHelp,
+completed is not cancelled: run the same lake put to commit its row. The
+record of a put whose object was uploaded in one request is just removed:
+its row, if its append committed, stays; an object without a row is left
+for lake gc.` + endpointHelp,
 		Example: `  lake uploads cancel ./weights.safetensors`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -125,10 +135,24 @@ completed is not cancelled: run the same lake put to commit its row.` + endpoint
 }
 
 func runUploadsCancel(ctx context.Context, c *client.Client, path string, w io.Writer) error {
-	n, err := c.CancelUpload(ctx, path)
+	forgot, err := c.ForgetPuts(path)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "cancelled %d upload(s) of %s\n", n, path)
+	n, err := c.CancelUpload(ctx, path)
+	if errors.Is(err, client.ErrNoUpload) && forgot > 0 {
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	if forgot > 0 {
+		if _, err := fmt.Fprintf(w, "forgot %d interrupted put(s) of %s whose object was uploaded (a committed row stays)\n", forgot, path); err != nil {
+			return err
+		}
+	}
+	if n > 0 {
+		_, err = fmt.Fprintf(w, "cancelled %d upload(s) of %s\n", n, path)
+	}
 	return err
 }

@@ -82,25 +82,41 @@ const (
 	FailAfterAppend = "client-after-append"
 )
 
+// ErrObjectChanged: the object an interrupted put recorded is at its key
+// no more as it was (another size or ETag), so the put cannot append it.
+var ErrObjectChanged = errors.New("the object the interrupted put uploaded changed at its key")
+
 // PutFile uploads the file at path straight to the stage, then appends one
 // row for it to table through the endpoint.
 //
-// The put is resumable (DESIGN §7). It holds the checkpoint of this file,
-// table and stage (under the checkpoint directory) locked from start to
-// end, so a second put of the same file into the same table fails with
-// checkpoint.ErrInProgress while one runs. A put that failed or crashed is
-// resumed by the same call: it reuses the checkpoint's object key, content
-// type and commit id, uploads only what is missing (S3), and appends with
-// the same commit id, so the row commits exactly once. The checkpoint is
-// removed once the append is acknowledged.
+// The put is resumable and commits exactly once (DESIGN §7). It holds the
+// checkpoint of this file, table and stage (under the checkpoint
+// directory) locked from start to end, so a second put of the same file
+// into the same table fails with checkpoint.ErrInProgress while one runs.
+// Before the append is sent, the checkpoint holds the object's key and the
+// append's commit id: the S3 stage's checkpoint of a multipart upload gets
+// them added, and where the stage wrote none (the local stage; S3 for a
+// file of at most one part, uploaded in one request) PutFile saves one of
+// kind checkpoint.KindSingle naming the object (key, size, SHA-256, ETag)
+// — one fsync'd write per put. A put that failed or crashed is resumed by
+// the same call: it reuses the checkpoint's object key, content type and
+// commit id, uploads only what is missing (S3 parts) or nothing at all (a
+// KindSingle object still at its key with its size), and appends with the
+// same commit id, so the row commits once; a resent append that had
+// committed reports Duplicate. The checkpoint is removed once the append
+// is acknowledged. A file changed since the interrupted put (path, size,
+// mtime) fails with checkpoint.ErrSourceChanged and a recorded object
+// found changed with ErrObjectChanged, uploading nothing: `lake uploads
+// cancel` forgets that put. A recorded object that is gone (collected as
+// an orphan) is uploaded again under the same key, still with the same
+// commit id.
 //
-// A stage that completes an upload in one step (local, and S3 for an
-// empty file) writes no checkpoint, so the commit id lives only in memory: a crash between the
-// object's publication and the append's acknowledgement makes the next
-// call upload again under a new key and commit id — leaving an orphan
-// object, or a second row if the lost append had in fact committed.
+// With no checkpoint directory there is no checkpoint: the commit id lives
+// only in memory, and a crash between the upload and the append's
+// acknowledgement makes the next call upload again under a new key — an
+// orphan object, or a second row if the lost append had committed.
 func (c *Client) PutFile(ctx context.Context, table, path string, o PutOptions) (*PutResult, error) {
-	abs, err := canonicalPath(path)
+	abs, src, err := sourceOf(path)
 	if err != nil {
 		return nil, fmt.Errorf("client: put %s: %w", path, err)
 	}
@@ -125,6 +141,7 @@ func (c *Client) PutFile(ctx context.Context, table, path string, o PutOptions) 
 		}()
 	}
 	key := objects.NewObjectKey(o.Name, time.Now())
+	var single *checkpoint.Checkpoint // the record of an object uploaded in one request
 	if sess != nil {
 		cp, err := sess.Load()
 		switch {
@@ -135,15 +152,29 @@ func (c *Client) PutFile(ctx context.Context, table, path string, o PutOptions) 
 			if key, err = resumeFrom(cp, table, asked, &o); err != nil {
 				return nil, fmt.Errorf("client: put %s: %w", path, err)
 			}
+			if cp.Kind == checkpoint.KindSingle {
+				single = cp
+			}
 		}
 	}
-	info, err := c.upload(ctx, key, abs, sess, objects.PutOptions{ContentType: o.ContentType, Progress: o.Progress})
-	if err != nil {
-		return nil, fmt.Errorf("client: upload %s: %w", path, err)
-	}
-	if sess != nil {
-		if err := recordCommit(sess, table, o.CommitID); err != nil {
+	putOpts := objects.PutOptions{ContentType: o.ContentType, Progress: o.Progress}
+	var info objects.Info
+	oneStep := single != nil // the checkpoint is a KindSingle record
+	if single != nil {
+		info, err = c.resumeSingle(ctx, single, src, abs, sess, putOpts)
+		if err != nil {
 			return nil, fmt.Errorf("client: put %s: %w", path, err)
+		}
+	} else {
+		if info, err = c.upload(ctx, key, abs, sess, putOpts); err != nil {
+			return nil, fmt.Errorf("client: upload %s: %w", path, err)
+		}
+		if sess != nil {
+			recorded, err := recordCommit(sess, table, key, src, info, o)
+			if err != nil {
+				return nil, fmt.Errorf("client: put %s: %w", path, err)
+			}
+			oneStep = recorded
 		}
 	}
 	failpoint.Hit(FailBeforeAppend)
@@ -153,9 +184,14 @@ func (c *Client) PutFile(ctx context.Context, table, path string, o PutOptions) 
 	}
 	failpoint.Hit(FailAfterAppend)
 	if sess != nil {
-		if err := sess.Remove(); err != nil {
-			// Harmless: a next put of the file finds the upload completed
-			// and its commit id already committed.
+		// Harmless if it fails, or (Drop) if a machine crash brings the
+		// record back: a next put of the file finds the object and its
+		// commit id already committed.
+		remove := sess.Remove
+		if oneStep {
+			remove = sess.Drop
+		}
+		if err := remove(); err != nil {
 			c.log.Warn("cannot remove the upload checkpoint", "err", err)
 		}
 	}
@@ -198,22 +234,85 @@ func resumeFrom(cp *checkpoint.Checkpoint, table, asked string, o *PutOptions) (
 	return key, nil
 }
 
-// recordCommit writes the commit id and table into the checkpoint the
-// upload left, before the append is sent. A stage that wrote none (local)
-// leaves nothing to record.
-func recordCommit(sess *checkpoint.Session, table, commitID string) error {
+// recordCommit writes into the upload checkpoint, before the append is
+// sent, what the same put run again needs to append the same object with
+// the same commit id. A checkpoint the stage left (a multipart upload)
+// gets the commit id and table; where the stage wrote none, one of kind
+// checkpoint.KindSingle records the object. It reports whether it wrote
+// such a record.
+func recordCommit(sess *checkpoint.Session, table, key string, src checkpoint.Source, info objects.Info, o PutOptions) (bool, error) {
 	cp, err := sess.Load()
 	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
-		return nil
+		return true, saveSingle(sess, table, key, src, info, o)
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
-	if cp.CommitID == commitID && cp.Table == table {
-		return nil
+	if cp.CommitID == o.CommitID && cp.Table == table {
+		return cp.Kind == checkpoint.KindSingle, nil
 	}
-	cp.CommitID, cp.Table = commitID, table
-	return sess.Save(cp)
+	cp.CommitID, cp.Table = o.CommitID, table
+	return cp.Kind == checkpoint.KindSingle, sess.Save(cp)
+}
+
+// saveSingle saves the KindSingle record of the object uploaded from src
+// under key in one request. It holds hashes, the key and the ETag, no
+// secret.
+func saveSingle(sess *checkpoint.Session, table, key string, src checkpoint.Source, info objects.Info, o PutOptions) error {
+	if info.SHA256 == "" {
+		return fmt.Errorf("upload %s: the stage did not report a SHA-256", key)
+	}
+	if info.Size != src.Size {
+		return fmt.Errorf("%w: size changed during the upload: %d → %d", checkpoint.ErrSourceChanged, src.Size, info.Size)
+	}
+	return sess.Save(&checkpoint.Checkpoint{
+		Version:     checkpoint.Version,
+		Kind:        checkpoint.KindSingle,
+		Source:      src,
+		Binding:     checkpoint.Binding{Key: key},
+		SHA256:      info.SHA256,
+		ContentType: o.ContentType,
+		Completed:   true,
+		ETag:        info.ETag,
+		CommitID:    o.CommitID,
+		Table:       table,
+	})
+}
+
+// resumeSingle checks what a KindSingle record names before its append is
+// sent again, and returns the object to append: the file must be the one
+// recorded (path, size, mtime) and the object still at its key with its
+// size, and its ETag when both the record and the stage know one. An
+// object that is gone (collected as an orphan) is uploaded again under the
+// same key, outside the stage's own checkpoints, and recorded anew; the
+// commit id stays, so the row still commits once.
+func (c *Client) resumeSingle(ctx context.Context, cp *checkpoint.Checkpoint, src checkpoint.Source, abs string, sess *checkpoint.Session, opts objects.PutOptions) (objects.Info, error) {
+	forget := fmt.Sprintf("`lake uploads cancel %s` forgets the interrupted put", src.Path)
+	if err := cp.CheckSource(src); err != nil {
+		return objects.Info{}, fmt.Errorf("%w; %s", err, forget)
+	}
+	key := cp.Binding.Key
+	st, err := c.store.Stat(ctx, key)
+	switch {
+	case errors.Is(err, objects.ErrNotFound):
+		c.log.Warn("the object of an interrupted put is gone; uploading it again under its key", "key", key)
+		info, err := c.store.PutPath(ctx, key, abs, opts)
+		if err != nil {
+			return objects.Info{}, fmt.Errorf("upload again: %w", err)
+		}
+		if err := saveSingle(sess, cp.Table, key, src, info, PutOptions{ContentType: cp.ContentType, CommitID: cp.CommitID}); err != nil {
+			return objects.Info{}, err
+		}
+		return info, nil
+	case err != nil:
+		return objects.Info{}, fmt.Errorf("stat the uploaded object %s: %w", key, err)
+	case st.Size != cp.Source.Size || cp.ETag != "" && st.ETag != "" && st.ETag != cp.ETag:
+		return objects.Info{}, fmt.Errorf("%w (key %s: %d bytes, want %d); %s", ErrObjectChanged, key, st.Size, cp.Source.Size, forget)
+	}
+	if opts.Progress != nil {
+		opts.Progress(objects.Progress{Done: cp.Source.Size, Total: cp.Source.Size})
+	}
+	return objects.Info{Key: key, Size: cp.Source.Size, SHA256: cp.SHA256, ETag: cp.ETag, ModTime: st.ModTime}, nil
 }
 
 // PutReader uploads everything r yields as an object named name, then
@@ -312,21 +411,28 @@ func (c *Client) Append(ctx context.Context, table string, rec arrow.RecordBatch
 // canonicalPath is the absolute path with symbolic links resolved, so one
 // file has one checkpoint however it is named. It must be a regular file.
 func canonicalPath(path string) (string, error) {
+	abs, _, err := sourceOf(path)
+	return abs, err
+}
+
+// sourceOf is canonicalPath with the file's identity as a checkpoint
+// records it (path, size, mtime).
+func sourceOf(path string) (string, checkpoint.Source, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return "", err
+		return "", checkpoint.Source{}, err
 	}
 	if abs, err = filepath.EvalSymlinks(abs); err != nil {
-		return "", err
+		return "", checkpoint.Source{}, err
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return "", err
+		return "", checkpoint.Source{}, err
 	}
 	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("not a regular file")
+		return "", checkpoint.Source{}, fmt.Errorf("not a regular file")
 	}
-	return abs, nil
+	return abs, checkpoint.Source{Path: abs, Size: fi.Size(), ModTime: fi.ModTime().UTC()}, nil
 }
 
 // checkpointPath names the checkpoint of uploading the file at abs into
@@ -344,4 +450,61 @@ func (c *Client) checkpointPath(abs, table string) string {
 		h.Write([]byte{0})
 	}
 	return filepath.Join(c.checkpointDir, hex.EncodeToString(h.Sum(nil))+".json")
+}
+
+// ForgetPuts drops the records of interrupted puts of the file at path
+// whose object was uploaded in one request (checkpoint.KindSingle; one
+// per table), which `lake uploads cancel` gives up: there is no upload to
+// abort, the object is complete. A row its append committed stays; an
+// object whose row never committed is an orphan for gc. It returns how
+// many it dropped (0 when there are none). A put running now fails with
+// checkpoint.ErrInProgress; a record of a put to another stage with
+// checkpoint.ErrBindingMismatch.
+func (c *Client) ForgetPuts(path string) (int, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return 0, err
+	}
+	if canon, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = canon // the file may be gone; then its path as given
+	}
+	entries, err := ListUploads(c.checkpointDir)
+	if err != nil {
+		return 0, fmt.Errorf("client: list uploads: %w", err)
+	}
+	n := 0
+	for _, e := range entries {
+		cp := e.Checkpoint
+		if cp == nil || cp.Kind != checkpoint.KindSingle || cp.Source.Path != abs {
+			continue
+		}
+		if filepath.Clean(e.Path) != filepath.Clean(c.checkpointPath(abs, cp.Table)) {
+			return n, fmt.Errorf("client: forget the put of %s into %s: %w: it went to another stage", path, cp.Table, checkpoint.ErrBindingMismatch)
+		}
+		if err := forgetOne(e.Path); err != nil {
+			return n, fmt.Errorf("client: forget the put of %s into %s: %w", path, cp.Table, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// forgetOne removes a KindSingle record under its lock, if it still is
+// one.
+func forgetOne(cpPath string) error {
+	sess, err := checkpoint.Open(cpPath)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	cp, err := sess.Load()
+	switch {
+	case errors.Is(err, checkpoint.ErrNoCheckpoint):
+		return nil
+	case err != nil:
+		return err
+	case cp.Kind != checkpoint.KindSingle:
+		return fmt.Errorf("%w: it is a multipart upload now", checkpoint.ErrBindingMismatch)
+	}
+	return sess.Remove()
 }

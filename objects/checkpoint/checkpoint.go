@@ -15,8 +15,29 @@ import (
 	"github.com/lakedata/lake/wire"
 )
 
-// Version is the format version Encode writes and Decode reads.
-const Version = 1
+// Version is the format version Encode writes. Decode reads it and
+// version 1, the format before Kind existed, whose checkpoints are all of
+// KindMultipart: it returns them as version 2 ones, and the next Save
+// rewrites them so.
+const Version = 2
+
+// Kinds of checkpoint (Checkpoint.Kind).
+const (
+	// KindMultipart is a resumable multipart upload to S3, running,
+	// interrupted or completed. It is the zero value, written "multipart"
+	// in the file; every version 1 checkpoint is one.
+	KindMultipart = ""
+	// KindSingle is an object uploaded in one request (every file on the
+	// local stage; on S3 one no larger than a part) whose row is not
+	// acknowledged yet. The stage wrote no checkpoint for it, so the put
+	// records the object and its commit id before sending the append: run
+	// again, it appends the same object with the same commit id instead of
+	// uploading the file again. It has no binding but the key, no parts,
+	// and is always completed.
+	KindSingle = "single"
+
+	kindMultipartName = "multipart" // KindMultipart in the file
+)
 
 // Limits of the format. The part limits are S3's.
 const (
@@ -72,7 +93,8 @@ type Source struct {
 	ModTime time.Time `json:"mod_time"`
 }
 
-// Binding names the multipart upload on S3.
+// Binding names the multipart upload on S3. A KindSingle checkpoint has
+// only Key, the object's key in the stage.
 type Binding struct {
 	Bucket   string `json:"bucket"`
 	Prefix   string `json:"prefix"` // the stage's prefix; may be empty
@@ -95,7 +117,9 @@ type Part struct {
 // Checkpoint is the state of one resumable upload. See the package
 // documentation for the file format.
 type Checkpoint struct {
-	Version  int     `json:"version"`
+	Version int `json:"version"`
+	// Kind is KindMultipart or KindSingle.
+	Kind     string  `json:"kind"`
 	Source   Source  `json:"source"`
 	Binding  Binding `json:"binding"`
 	PartSize int64   `json:"part_size"`
@@ -156,22 +180,27 @@ func invalid(format string, args ...any) error {
 
 // Validate checks the checkpoint's internal consistency:
 //
-//   - Version is Version (else ErrUnknownVersion);
-//   - the source path is absolute, clean UTF-8 without NUL; its size is
-//     > 0 and fits in MaxParts parts of PartSize; its mtime is set;
-//   - bucket, key (a clean stage key, wire.ValidateKey) and upload id are
-//     set; no text field holds invalid UTF-8 or control characters;
-//   - PartSize is within [MinPartSize, MaxPartSize];
+//   - Version is Version (else ErrUnknownVersion); Kind is KindMultipart
+//     or KindSingle;
+//   - the source path is absolute, clean UTF-8 without NUL; its mtime is
+//     set; its size is > 0 (KindSingle: >= 0) and, for KindMultipart,
+//     fits in MaxParts parts of PartSize;
+//   - the key is a clean stage key (wire.ValidateKey); bucket and upload
+//     id are set (KindSingle: bucket, prefix and upload id are empty); no
+//     text field holds invalid UTF-8 or control characters;
+//   - PartSize is within [MinPartSize, MaxPartSize] (KindSingle: 0);
 //   - SHA256 fields are 64 lowercase hex digits; a part's ChecksumSHA256,
 //     when set, is the base64 of the same 32 bytes as its SHA256;
 //   - part numbers are 1..MaxParts, strictly increasing, none beyond the
 //     last part; each length is the one its number implies (PartSize, or
 //     the remainder for the last part), so no part is empty and the
-//     lengths add up to at most Source.Size;
+//     lengths add up to at most Source.Size; KindSingle has no parts;
 //   - Completed holds every part (their lengths sum to Source.Size) and a
-//     final ETag; an ETag without Completed is refused;
+//     final ETag; an ETag without Completed is refused; KindSingle is
+//     always Completed, its ETag may be empty (a stage without ETags);
 //   - CommitID is at most wire.MaxCommitIDLen bytes; Table, when set, is a
-//     valid table name; times are within years 0..9999.
+//     valid table name; KindSingle has both; times are within years
+//     0..9999.
 //
 // Failures wrap ErrInvalid (or ErrUnknownVersion) and name the field.
 func (cp *Checkpoint) Validate() error {
@@ -182,7 +211,15 @@ func (cp *Checkpoint) Validate() error {
 		return invalid("version %d", cp.Version)
 	}
 	if cp.Version != Version {
-		return fmt.Errorf("%w %d (this lake reads version %d)", ErrUnknownVersion, cp.Version, Version)
+		return fmt.Errorf("%w %d (this lake reads versions 1 and %d)", ErrUnknownVersion, cp.Version, Version)
+	}
+	single := false
+	switch cp.Kind {
+	case KindMultipart:
+	case KindSingle:
+		single = true
+	default:
+		return invalid("kind is neither %q nor %q", kindMultipartName, KindSingle)
 	}
 
 	s := cp.Source
@@ -199,8 +236,10 @@ func (cp *Checkpoint) Validate() error {
 		return invalid("source.path is not absolute")
 	case filepath.Clean(s.Path) != s.Path:
 		return invalid("source.path is not clean")
-	case s.Size <= 0:
-		return invalid("source.size %d: a resumable upload needs at least one byte", s.Size)
+	case s.Size < 0:
+		return invalid("source.size %d is negative", s.Size)
+	case s.Size == 0 && !single:
+		return invalid("source.size 0: a resumable upload needs at least one byte")
 	case s.ModTime.IsZero():
 		return invalid("source.mod_time is not set")
 	}
@@ -209,6 +248,57 @@ func (cp *Checkpoint) Validate() error {
 	}
 
 	b := cp.Binding
+	if b.Key == "" {
+		return invalid("binding.key is empty")
+	}
+	if wire.ValidateKey(b.Key) != nil {
+		return invalid("binding.key is not a clean object key")
+	}
+	if single {
+		if err := cp.validateSingle(); err != nil {
+			return err
+		}
+	} else if err := cp.validateMultipart(); err != nil {
+		return err
+	}
+	if !wire.IsSHA256Hex(cp.SHA256) {
+		return invalid("sha256 is not 64 lowercase hex digits")
+	}
+	if err := checkText("content_type", cp.ContentType, maxTextLen, false); err != nil {
+		return err
+	}
+	if err := checkText("commit_id", cp.CommitID, wire.MaxCommitIDLen, single); err != nil {
+		return err
+	}
+	if single && cp.Table == "" {
+		return invalid("table is empty")
+	}
+	if cp.Table != "" && wire.ValidateTableName(cp.Table) != nil {
+		return invalid("table is not a valid table name")
+	}
+	return checkTime("updated_at", cp.UpdatedAt)
+}
+
+// validateSingle checks what is particular to a KindSingle checkpoint.
+func (cp *Checkpoint) validateSingle() error {
+	b := cp.Binding
+	switch {
+	case b.Bucket != "" || b.Prefix != "" || b.UploadID != "":
+		return invalid("binding of kind %q has more than a key", KindSingle)
+	case cp.PartSize != 0:
+		return invalid("part_size %d: kind %q has no parts", cp.PartSize, KindSingle)
+	case len(cp.Parts) > 0:
+		return invalid("parts: kind %q has none", KindSingle)
+	case !cp.Completed:
+		return invalid("kind %q is not completed", KindSingle)
+	}
+	return checkText("etag", cp.ETag, maxETagLen, false)
+}
+
+// validateMultipart checks what is particular to a KindMultipart
+// checkpoint: the bucket, the upload and its parts.
+func (cp *Checkpoint) validateMultipart() error {
+	s, b := cp.Source, cp.Binding
 	if err := checkText("binding.bucket", b.Bucket, maxBucketCh, true); err != nil {
 		return err
 	}
@@ -217,12 +307,6 @@ func (cp *Checkpoint) Validate() error {
 	}
 	if err := checkText("binding.prefix", b.Prefix, maxTextLen, false); err != nil {
 		return err
-	}
-	if b.Key == "" {
-		return invalid("binding.key is empty")
-	}
-	if wire.ValidateKey(b.Key) != nil {
-		return invalid("binding.key is not a clean object key")
 	}
 	if err := checkText("binding.upload_id", b.UploadID, maxTextLen, true); err != nil {
 		return err
@@ -234,12 +318,6 @@ func (cp *Checkpoint) Validate() error {
 	n := numParts(s.Size, cp.PartSize)
 	if n > MaxParts {
 		return invalid("source.size %d needs %d parts of part_size %d, at most %d", s.Size, n, cp.PartSize, MaxParts)
-	}
-	if !wire.IsSHA256Hex(cp.SHA256) {
-		return invalid("sha256 is not 64 lowercase hex digits")
-	}
-	if err := checkText("content_type", cp.ContentType, maxTextLen, false); err != nil {
-		return err
 	}
 
 	var prev int32
@@ -278,19 +356,12 @@ func (cp *Checkpoint) Validate() error {
 		if int64(len(cp.Parts)) != n {
 			return invalid("completed with %d of %d parts", len(cp.Parts), n)
 		}
-		if err := checkText("etag", cp.ETag, maxETagLen, true); err != nil {
-			return err
-		}
-	} else if cp.ETag != "" {
+		return checkText("etag", cp.ETag, maxETagLen, true)
+	}
+	if cp.ETag != "" {
 		return invalid("etag is set but the upload is not completed")
 	}
-	if err := checkText("commit_id", cp.CommitID, wire.MaxCommitIDLen, false); err != nil {
-		return err
-	}
-	if cp.Table != "" && wire.ValidateTableName(cp.Table) != nil {
-		return invalid("table is not a valid table name")
-	}
-	return checkTime("updated_at", cp.UpdatedAt)
+	return nil
 }
 
 // checkText checks a text field without quoting it.

@@ -63,6 +63,80 @@ func completed() *checkpoint.Checkpoint {
 	return cp
 }
 
+// single is a KindSingle checkpoint: an object uploaded in one request,
+// recorded before its append.
+func single() *checkpoint.Checkpoint {
+	whole, _ := digest("whole file")
+	return &checkpoint.Checkpoint{
+		Version: checkpoint.Version,
+		Kind:    checkpoint.KindSingle,
+		Source: checkpoint.Source{
+			Path:    "/home/ann/data/small.jpg",
+			Size:    64 << 10,
+			ModTime: time.Date(2026, 3, 1, 10, 0, 0, 123456789, time.UTC),
+		},
+		Binding:     checkpoint.Binding{Key: "objects/2026/03/0195a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b/small.jpg"},
+		SHA256:      whole,
+		ContentType: "image/jpeg",
+		Completed:   true,
+		ETag:        "18a9c3e1d2b4f000-10000",
+		CommitID:    "0195a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+		Table:       "files",
+		UpdatedAt:   time.Date(2026, 3, 1, 10, 0, 5, 0, time.UTC),
+	}
+}
+
+// emptySingle is single() of an empty file on a stage without ETags.
+func emptySingle() *checkpoint.Checkpoint {
+	cp := single()
+	cp.Source.Size = 0
+	cp.SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+	cp.ETag = ""
+	return cp
+}
+
+func TestValidateSingle(t *testing.T) {
+	for name, cp := range map[string]*checkpoint.Checkpoint{"single": single(), "empty": emptySingle()} {
+		if err := cp.Validate(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	tests := []struct {
+		name  string
+		edit  func(cp *checkpoint.Checkpoint)
+		field string // must appear in the message
+	}{
+		{"bucket", func(cp *checkpoint.Checkpoint) { cp.Binding.Bucket = "lake-stage" }, "binding"},
+		{"prefix", func(cp *checkpoint.Checkpoint) { cp.Binding.Prefix = "prod" }, "binding"},
+		{"upload id", func(cp *checkpoint.Checkpoint) { cp.Binding.UploadID = "u" }, "binding"},
+		{"key empty", func(cp *checkpoint.Checkpoint) { cp.Binding.Key = "" }, "binding.key"},
+		{"key unclean", func(cp *checkpoint.Checkpoint) { cp.Binding.Key = "objects/../x" }, "binding.key"},
+		{"part size", func(cp *checkpoint.Checkpoint) { cp.PartSize = 5 * mib }, "part_size"},
+		{"parts", func(cp *checkpoint.Checkpoint) { cp.Parts = []checkpoint.Part{part(1, 64<<10)} }, "parts"},
+		{"not completed", func(cp *checkpoint.Checkpoint) { cp.Completed = false }, "completed"},
+		{"size negative", func(cp *checkpoint.Checkpoint) { cp.Source.Size = -1 }, "source.size"},
+		{"no mtime", func(cp *checkpoint.Checkpoint) { cp.Source.ModTime = time.Time{} }, "source.mod_time"},
+		{"sha256 empty", func(cp *checkpoint.Checkpoint) { cp.SHA256 = "" }, "sha256"},
+		{"etag control", func(cp *checkpoint.Checkpoint) { cp.ETag = "a\nb" }, "etag"},
+		{"commit id empty", func(cp *checkpoint.Checkpoint) { cp.CommitID = "" }, "commit_id"},
+		{"table empty", func(cp *checkpoint.Checkpoint) { cp.Table = "" }, "table"},
+		{"table invalid", func(cp *checkpoint.Checkpoint) { cp.Table = "Bad-Name" }, "table"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cp := single()
+			tt.edit(cp)
+			err := cp.Validate()
+			if !errors.Is(err, checkpoint.ErrInvalid) {
+				t.Fatalf("Validate = %v, want ErrInvalid", err)
+			}
+			if !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("Validate = %v, want it to name %s", err, tt.field)
+			}
+		})
+	}
+}
+
 func mustEncode(t testing.TB, cp *checkpoint.Checkpoint) []byte {
 	t.Helper()
 	b, err := checkpoint.Encode(cp)
@@ -120,8 +194,8 @@ func TestEncodeDecodeRoundtrip(t *testing.T) {
 			if !got.Source.ModTime.Equal(cp.Source.ModTime) || got.Source.ModTime.Location() != time.UTC {
 				t.Errorf("mod_time %v, want %v in UTC", got.Source.ModTime, cp.Source.ModTime)
 			}
-			if !bytes.HasPrefix(b, []byte("{\n  \"version\": 1,\n")) {
-				t.Errorf("encoding does not start with the version:\n%s", b)
+			if !bytes.HasPrefix(b, []byte("{\n  \"version\": 2,\n  \"kind\": \"multipart\",\n")) {
+				t.Errorf("encoding does not start with the version and kind:\n%s", b)
 			}
 		})
 	}
@@ -164,7 +238,9 @@ func TestValidate(t *testing.T) {
 		want  error
 	}{
 		{"version 0", func(cp *checkpoint.Checkpoint) { cp.Version = 0 }, "version", checkpoint.ErrInvalid},
-		{"version 2", func(cp *checkpoint.Checkpoint) { cp.Version = 2 }, "version 2", checkpoint.ErrUnknownVersion},
+		{"version 1", func(cp *checkpoint.Checkpoint) { cp.Version = 1 }, "version 1", checkpoint.ErrUnknownVersion},
+		{"version 3", func(cp *checkpoint.Checkpoint) { cp.Version = 3 }, "version 3", checkpoint.ErrUnknownVersion},
+		{"kind unknown", func(cp *checkpoint.Checkpoint) { cp.Kind = "resumable" }, "kind", nil},
 		{"path empty", func(cp *checkpoint.Checkpoint) { cp.Source.Path = "" }, "source.path", nil},
 		{"path relative", func(cp *checkpoint.Checkpoint) { cp.Source.Path = "data/big.parquet" }, "source.path", nil},
 		{"path unclean", func(cp *checkpoint.Checkpoint) { cp.Source.Path = "/home/ann/../ann/x" }, "source.path", nil},

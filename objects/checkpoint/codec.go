@@ -18,7 +18,7 @@ const maxDepth = 4
 // case-insensitively and DisallowUnknownFields checks only the level, so
 // scan checks exact spelling against this set first.
 var fieldNames = map[string]bool{
-	"version": true, "source": true, "path": true, "size": true, "mod_time": true,
+	"version": true, "kind": true, "source": true, "path": true, "size": true, "mod_time": true,
 	"binding": true, "bucket": true, "prefix": true, "key": true, "upload_id": true,
 	"part_size": true, "sha256": true, "content_type": true, "parts": true,
 	"number": true, "length": true, "etag": true, "checksum_sha256": true,
@@ -32,6 +32,9 @@ func Encode(cp *Checkpoint) ([]byte, error) {
 		return nil, err
 	}
 	c := *cp
+	if c.Kind == KindMultipart {
+		c.Kind = kindMultipartName
+	}
 	c.Source.ModTime = c.Source.ModTime.UTC()
 	c.UpdatedAt = c.UpdatedAt.UTC()
 	if c.Parts == nil {
@@ -52,9 +55,11 @@ func Encode(cp *Checkpoint) ([]byte, error) {
 
 // Decode parses a checkpoint file strictly and validates it. It accepts
 // exactly one JSON object in valid UTF-8, at most MaxSize bytes, with a
-// "version" field; a version other than Version → ErrUnknownVersion
+// "version" field; a version other than 1 and Version → ErrUnknownVersion
 // (checked before anything else, so a newer format is never called
-// corrupt). Then unknown, misspelt or duplicate fields, wrong types,
+// corrupt). A version 1 file has no "kind" and is returned as a
+// KindMultipart checkpoint of Version; a version 2 file names its kind.
+// Then unknown, misspelt or duplicate fields, wrong types,
 // trailing data and any Validate failure → ErrCorrupt (a Validate failure
 // also matches ErrInvalid). Times are returned in UTC and an empty part
 // list as nil. Errors give byte offsets and field names, never the text.
@@ -76,8 +81,8 @@ func Decode(b []byte) (*Checkpoint, error) {
 	if err != nil || v < 1 {
 		return nil, fmt.Errorf("%w: version is not a positive integer", ErrCorrupt)
 	}
-	if v != Version {
-		return nil, fmt.Errorf("%w %d (this lake reads version %d)", ErrUnknownVersion, v, Version)
+	if v != 1 && v != Version {
+		return nil, fmt.Errorf("%w %d (this lake reads versions 1 and %d)", ErrUnknownVersion, v, Version)
 	}
 	if sc.unknownAt >= 0 {
 		return nil, fmt.Errorf("%w: unknown field at byte %d", ErrCorrupt, sc.unknownAt)
@@ -88,6 +93,16 @@ func Decode(b []byte) (*Checkpoint, error) {
 	var cp Checkpoint
 	if err := dec.Decode(&cp); err != nil {
 		return nil, sanitize(err)
+	}
+	switch {
+	case v == 1 && sc.kindSeen:
+		return nil, fmt.Errorf("%w: a version 1 checkpoint has no kind", ErrCorrupt)
+	case v == 1:
+		cp.Version, cp.Kind = Version, KindMultipart
+	case cp.Kind == kindMultipartName:
+		cp.Kind = KindMultipart
+	case cp.Kind == KindMultipart: // absent or ""
+		return nil, fmt.Errorf("%w: no kind", ErrCorrupt)
 	}
 	cp.Source.ModTime = cp.Source.ModTime.UTC()
 	cp.UpdatedAt = cp.UpdatedAt.UTC()
@@ -130,6 +145,7 @@ type scanner struct {
 	names     map[string]bool // every name of the format
 	maxDepth  int
 	version   *json.Number
+	kindSeen  bool // a top-level "kind"
 	unknownAt int64
 }
 
@@ -186,6 +202,9 @@ func (sc *scanner) object(depth int) error {
 		seen[name] = true
 		if !sc.names[name] && sc.unknownAt < 0 {
 			sc.unknownAt = off
+		}
+		if depth == 1 && name == "kind" {
+			sc.kindSeen = true
 		}
 		if depth == 1 && name == "version" {
 			off := sc.dec.InputOffset()

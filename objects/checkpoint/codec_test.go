@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -23,7 +25,7 @@ func TestDecodeRejects(t *testing.T) {
 		}
 		return strings.Replace(good, old, new, 1)
 	}
-	const v1 = `"version": 1,`
+	const v1 = `"version": 2,` // the current version, then
 	done := completed()
 	done.Parts = done.Parts[:2] // invalid, so encode by hand
 	tests := []struct {
@@ -59,8 +61,13 @@ func TestDecodeRejects(t *testing.T) {
 		{"version negative", replace(v1, `"version": -1,`), checkpoint.ErrCorrupt},
 		{"version huge", replace(v1, `"version": 99999999999999999999,`), checkpoint.ErrCorrupt},
 		{"version object", replace(v1, `"version": {"a": "`+marker+`"},`), checkpoint.ErrCorrupt},
-		{"version 2", replace(v1, `"version": 2,`), checkpoint.ErrUnknownVersion},
-		{"version 2 with new fields", replace(v1, `"version": 2, "novelty": "`+marker+`",`), checkpoint.ErrUnknownVersion},
+		{"version 3", replace(v1, `"version": 3,`), checkpoint.ErrUnknownVersion},
+		{"version 3 with new fields", replace(v1, `"version": 3, "novelty": "`+marker+`",`), checkpoint.ErrUnknownVersion},
+		{"no kind", replace(`"kind": "multipart",`, ""), checkpoint.ErrCorrupt},
+		{"empty kind", replace(`"kind": "multipart",`, `"kind": "",`), checkpoint.ErrCorrupt},
+		{"unknown kind", replace(`"kind": "multipart",`, `"kind": "`+marker+`",`), checkpoint.ErrCorrupt},
+		{"kind in another case", replace(`"kind": "multipart",`, `"kind": "Multipart",`), checkpoint.ErrCorrupt},
+		{"version 1 with a kind", replace(v1, `"version": 1,`), checkpoint.ErrCorrupt},
 		{"wrong type", replace(`"size": 12582919`, `"size": "`+marker+`"`), checkpoint.ErrCorrupt},
 		{"int32 overflow", replace(`"number": 3,`, `"number": 4294967299,`), checkpoint.ErrCorrupt},
 		{"bad time", replace(`"mod_time": "2026-03-01T10:00:00.123456789Z"`, `"mod_time": "`+marker+`"`), checkpoint.ErrCorrupt},
@@ -116,7 +123,8 @@ func TestDecodeAccepts(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(mustEncode(f, valid()))
 	f.Add(mustEncode(f, completed()))
-	f.Add([]byte(`{"version": 2, "whatever": true}`))
+	f.Add(mustEncode(f, single()))
+	f.Add([]byte(`{"version": 3, "whatever": true}`))
 	f.Add([]byte(`{"version": 1, "parts": [{"number": 1}], "x": [[[]]]}`))
 	f.Add([]byte("\x00garbage{"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -142,4 +150,78 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("encoding is not stable:\n%s\n%s", enc, enc2)
 		}
 	})
+}
+
+// TestDecodeVersion1 decodes a checkpoint as the release before Kind wrote
+// it: it is a multipart one, returned as Version 2, and the next Save
+// writes it in the new format.
+func TestDecodeVersion1(t *testing.T) {
+	old, err := os.ReadFile(filepath.Join("testdata", "v1_completed.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(old, []byte(`"version": 1,`)) || bytes.Contains(old, []byte(`"kind"`)) {
+		t.Fatal("testdata/v1_completed.json is not a version 1 checkpoint")
+	}
+	cp, err := checkpoint.Decode(old)
+	if err != nil {
+		t.Fatalf("Decode of a version 1 checkpoint: %v", err)
+	}
+	if cp.Version != checkpoint.Version || cp.Kind != checkpoint.KindMultipart {
+		t.Fatalf("decoded as version %d kind %q, want %d %q", cp.Version, cp.Kind, checkpoint.Version, checkpoint.KindMultipart)
+	}
+	sameCheckpoint(t, cp, completed())
+
+	// Saved again, it is a version 2 file naming its kind.
+	enc := mustEncode(t, cp)
+	if !bytes.Contains(enc, []byte(`"version": 2,`)) || !bytes.Contains(enc, []byte(`"kind": "multipart",`)) {
+		t.Fatalf("re-encoded without version 2 and kind:\n%s", enc)
+	}
+	again, err := checkpoint.Decode(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(again, cp) {
+		t.Fatalf("version 1 → 2 → decode changed it:\n%#v\n%#v", cp, again)
+	}
+
+	// A version 1 file is still held to version 1's rules.
+	bad := bytes.Replace(old, []byte(`"part_size": 5242880`), []byte(`"part_size": 5`), 1)
+	if _, err := checkpoint.Decode(bad); !errors.Is(err, checkpoint.ErrCorrupt) {
+		t.Fatalf("Decode of a bad version 1 file = %v, want ErrCorrupt", err)
+	}
+}
+
+// TestSingleRoundTrip: a KindSingle checkpoint encodes with its kind and
+// decodes back unchanged, an empty file's included.
+func TestSingleRoundTrip(t *testing.T) {
+	for name, cp := range map[string]*checkpoint.Checkpoint{"small": single(), "empty": emptySingle()} {
+		t.Run(name, func(t *testing.T) {
+			enc := mustEncode(t, cp)
+			if !bytes.Contains(enc, []byte(`"kind": "single",`)) {
+				t.Fatalf("no kind in:\n%s", enc)
+			}
+			got, err := checkpoint.Decode(enc)
+			if err != nil {
+				t.Fatalf("Decode: %v\n%s", err, enc)
+			}
+			if !reflect.DeepEqual(got, cp) {
+				t.Fatalf("roundtrip changed it:\n%#v\n%#v", cp, got)
+			}
+		})
+	}
+	// The single kind's rules hold in the file too.
+	enc := mustEncode(t, single())
+	for name, doc := range map[string][]byte{
+		"with a bucket":     bytes.Replace(enc, []byte(`"bucket": ""`), []byte(`"bucket": "b"`), 1),
+		"not completed":     bytes.Replace(enc, []byte(`"completed": true`), []byte(`"completed": false`), 1),
+		"without commit id": bytes.Replace(enc, []byte(`"commit_id": "0195a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"`), []byte(`"commit_id": ""`), 1),
+	} {
+		if bytes.Equal(doc, enc) {
+			t.Fatalf("%s: the replacement did not apply", name)
+		}
+		if _, err := checkpoint.Decode(doc); !errors.Is(err, checkpoint.ErrCorrupt) {
+			t.Errorf("%s: Decode = %v, want ErrCorrupt", name, err)
+		}
+	}
 }

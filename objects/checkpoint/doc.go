@@ -1,7 +1,9 @@
 // Package checkpoint owns the checkpoint file of a resumable S3 upload
 // (DESIGN §7): its format, its validation, and the session that holds it
 // locked while an upload runs. The S3 backend (objects/s3) is its user;
-// `lake uploads ls` reads a directory of them with List.
+// so is a put of a file that uploads in one request, which records its
+// object there before its append (KindSingle); `lake uploads ls` reads a
+// directory of them with List.
 //
 // # File format
 //
@@ -11,7 +13,8 @@
 // duplicate fields and anything after the object:
 //
 //	{
-//	  "version": 1,                      // format version; a file of another version is left alone (ErrUnknownVersion)
+//	  "version": 2,                      // format version; a file of another version is left alone (ErrUnknownVersion)
+//	  "kind": "multipart",               // "multipart" or "single" (below)
 //	  "source": {                        // the file being uploaded, as it was when the upload started
 //	    "path": "/home/ann/data/big.parquet", // absolute, clean, symbolic links resolved
 //	    "size": 73400320,                // bytes, > 0
@@ -45,6 +48,19 @@
 // The comments above are documentation only; the file holds none. The part
 // length is fixed by its number: min(part_size, size − (number−1)·part_size),
 // and the source must fit in 10000 parts.
+//
+// A "single" checkpoint records an object that was uploaded in one request
+// (the local stage; S3 for a file no larger than one part) and whose row
+// is not acknowledged yet: the same fields, with "source" (size may be
+// 0), "binding" holding only "key" (the object's key in the stage;
+// "bucket", "prefix" and "upload_id" are ""), "part_size" 0, "parts" [],
+// "completed" true, "etag" the object's ETag as the stage reported it
+// (may be ""), and "sha256", "commit_id" and "table" all set.
+//
+// Version 1, the format before "kind", is read too: its files have no
+// "kind" and are all multipart. Decode returns them as version 2 and the
+// next Save writes them so; a release that reads only version 1 leaves a
+// version 2 file alone (ErrUnknownVersion) rather than misread it.
 //
 // A checkpoint holds no secret: no credentials, tokens, signatures,
 // presigned URLs or endpoint settings, and never any of the file's bytes —

@@ -70,7 +70,8 @@ func TestDecodeRunRejects(t *testing.T) {
 		{"empty", "", checkpoint.ErrCorrupt},
 		{"garbage", marker, checkpoint.ErrCorrupt},
 		{"truncated", good[:len(good)/2], checkpoint.ErrCorrupt},
-		{"an upload checkpoint", string(mustEncode(t, valid())), checkpoint.ErrCorrupt},
+		{"an upload checkpoint", string(mustEncode(t, valid())), checkpoint.ErrUnknownVersion},
+		{"a version 1 upload checkpoint", string(mustRead(t, "testdata/v1_completed.json")), checkpoint.ErrCorrupt},
 		{"unknown field", replace(`"table":`, `"x":"`+marker+`","table":`), checkpoint.ErrCorrupt},
 		{"unknown field in a file", replace(`"name":`, `"x":"`+marker+`","name":`), checkpoint.ErrCorrupt},
 		{"duplicate field", replace(`"table":`, `"table":"`+marker+`","table":`), checkpoint.ErrCorrupt},
@@ -195,4 +196,13 @@ func FuzzDecodeRun(f *testing.F) {
 			t.Fatalf("encoding is not stable")
 		}
 	})
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -239,6 +239,22 @@ func (s *Session) Remove() error {
 	return nil
 }
 
+// Drop deletes the checkpoint like Remove but does not fsync its
+// directory, for a checkpoint whose return after a crash is harmless (one
+// whose commit id has committed: the put run again appends a duplicate
+// and drops it again). A missing checkpoint is not an error.
+func (s *Session) Drop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lock == nil {
+		return fmt.Errorf("checkpoint %s: drop: %w", s.path, errClosed)
+	}
+	if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("checkpoint %s: drop: %w", s.path, err)
+	}
+	return nil
+}
+
 // Close releases the lock and removes the lock file. The checkpoint itself
 // stays. Closing a closed session does nothing.
 func (s *Session) Close() error {

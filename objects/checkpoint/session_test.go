@@ -253,7 +253,7 @@ func TestLoadCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	for name, content := range map[string]string{
 		"garbage.json": marker,
-		"v2.json":      `{"version": 2}`,
+		"v3.json":      `{"version": 3}`,
 		"big.json":     strings.Repeat(" ", checkpoint.MaxSize+1),
 	} {
 		path := filepath.Join(dir, name)
@@ -262,7 +262,7 @@ func TestLoadCorrupt(t *testing.T) {
 		}
 		_, err := open(t, path).Load()
 		want := checkpoint.ErrCorrupt
-		if name == "v2.json" {
+		if name == "v3.json" {
 			want = checkpoint.ErrUnknownVersion
 		}
 		if !errors.Is(err, want) || strings.Contains(err.Error(), marker) {
@@ -295,6 +295,30 @@ func TestRemove(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if got := names(t, dir); len(got) != 0 {
+		t.Errorf("directory holds %v", got)
+	}
+}
+
+func TestDrop(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, filepath.Join(dir, "a.json"))
+	if err := s.Drop(); err != nil {
+		t.Fatalf("Drop of nothing: %v", err)
+	}
+	save(t, s, single())
+	if err := s.Drop(); err != nil {
+		t.Fatalf("Drop: %v", err)
+	}
+	if _, err := s.Load(); !errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		t.Fatalf("Load after Drop = %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Drop(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Drop of a closed session = %v", err)
 	}
 	if got := names(t, dir); len(got) != 0 {
 		t.Errorf("directory holds %v", got)
