@@ -66,7 +66,8 @@ not match; otherwise one line says how many objects and bytes were checked
 and how long it took. A long run reports its progress on standard error.
 
 --all checks every retained version's rows, not only the current
-version's. Versions only add rows today, so both check the same objects.` + endpointHelp,
+version's: also rows deleted since, as long as a version that has them is
+not expired.` + endpointHelp,
 		Example: `  lake verify --table videos
   lake verify --table videos --all --json`,
 		Args: cobra.NoArgs,

@@ -218,25 +218,11 @@ func (s *Service) startCheckpointer() {
 	if s.cfg.CheckpointInterval <= 0 {
 		return
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-s.checkpointQ.wake:
-			}
-			for _, t := range s.checkpointQ.take() {
-				if s.ctx.Err() != nil {
-					return
-				}
-				if err := s.checkpoint(s.ctx, t); err != nil && s.ctx.Err() == nil {
-					s.log.Warn("cannot checkpoint the table; its log is read from the previous checkpoint", "table", t.name, "err", err)
-				}
-			}
+	s.runQueue(&s.checkpointQ, func(t *table) {
+		if err := s.checkpoint(s.ctx, t); err != nil && s.ctx.Err() == nil {
+			s.log.Warn("cannot checkpoint the table; its log is read from the previous checkpoint", "table", t.name, "err", err)
 		}
-	}()
+	})
 }
 
 // checkpoint makes the checkpoint of t at the newest multiple of the

@@ -60,6 +60,11 @@ type staged struct {
 	settle func()
 }
 
+// nothingStaged is what a kind that writes nothing with its record
+// stages: a compaction or delete wrote its files before it asked, an
+// expiry has none.
+var nothingStaged = staged{write: func() error { return nil }, discard: func() {}}
+
 // commitReq asks a table's committer for one change.
 type commitReq struct {
 	kind     *commitKind

@@ -54,21 +54,13 @@ type compaction struct {
 
 func buildCompact(_ context.Context, c *committer, rec *logRecord, group []*commitReq) (staged, error) {
 	t := c.t
-	t.mu.Lock()
-	have := make(map[string]bool, len(t.files))
-	for _, f := range t.files {
-		have[f.Key] = true
-	}
-	n := len(t.files)
-	t.mu.Unlock()
+	have := t.headKeys()
+	n := len(have)
 	rec.Format, rec.Kind, rec.Rows = removesFormat, kindCompact, 0
 	for _, r := range group {
 		cp := r.compact
-		for _, k := range cp.removes {
-			if !have[k] {
-				return staged{}, fmt.Errorf("%w: %s is not in version %d of %q", errFilesChanged, k, rec.Version-1, t.name)
-			}
-			delete(have, k) // two requests of one group never remove one file twice
+		if err := takeFiles(have, cp.removes, t, rec.Version-1); err != nil {
+			return staged{}, err
 		}
 		cp.before = n
 		n += len(cp.adds) - len(cp.removes)
@@ -78,7 +70,31 @@ func buildCompact(_ context.Context, c *committer, rec *logRecord, group []*comm
 	}
 	// The merged files were written before the request was made, and stay
 	// if this attempt loses the version: the retry names them again.
-	return staged{write: func() error { return nil }, discard: func() {}}, nil
+	return nothingStaged, nil
+}
+
+// headKeys returns the keys of the data files of t's head.
+func (t *table) headKeys() map[string]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	have := make(map[string]bool, len(t.files))
+	for _, f := range t.files {
+		have[f.Key] = true
+	}
+	return have
+}
+
+// takeFiles takes keys out of have, the files of version of t, or fails
+// with errFilesChanged naming the first one it lacks: another rewrite
+// took it (so two requests of one group never remove one file twice).
+func takeFiles(have map[string]bool, keys []string, t *table, version int64) error {
+	for _, k := range keys {
+		if !have[k] {
+			return fmt.Errorf("%w: %s is not in version %d of %q", errFilesChanged, k, version, t.name)
+		}
+		delete(have, k)
+	}
+	return nil
 }
 
 // Compact merges every small data file of a table into files of up to
@@ -395,6 +411,19 @@ func (s *Service) startCompactor() {
 	plan := func(files []*lakepb.DataFile) [][]*lakepb.DataFile {
 		return planCompaction(files, target, maxSmall)
 	}
+	s.runQueue(&s.compactQ, func(t *table) {
+		if !s.canCommit() {
+			return
+		}
+		if _, err := s.compact(s.ctx, t, plan); err != nil && s.ctx.Err() == nil {
+			s.log.Warn("background compaction failed", "table", t.name, "err", err)
+		}
+	})
+}
+
+// runQueue runs work, in a goroutine of the service, for each table q is
+// woken for, one at a time, until the service closes.
+func (s *Service) runQueue(q *compactQueue, work func(*table)) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -402,15 +431,13 @@ func (s *Service) startCompactor() {
 			select {
 			case <-s.ctx.Done():
 				return
-			case <-s.compactQ.wake:
+			case <-q.wake:
 			}
-			for _, t := range s.compactQ.take() {
-				if !s.canCommit() || s.ctx.Err() != nil {
-					break
+			for _, t := range q.take() {
+				if s.ctx.Err() != nil {
+					return
 				}
-				if _, err := s.compact(s.ctx, t, plan); err != nil && s.ctx.Err() == nil {
-					s.log.Warn("background compaction failed", "table", t.name, "err", err)
-				}
+				work(t)
 			}
 		}
 	}()

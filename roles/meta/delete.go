@@ -48,26 +48,18 @@ type deletion struct {
 
 func buildDelete(_ context.Context, c *committer, rec *logRecord, group []*commitReq) (staged, error) {
 	t := c.t
-	t.mu.Lock()
-	have := make(map[string]bool, len(t.files))
-	for _, f := range t.files {
-		have[f.Key] = true
-	}
-	t.mu.Unlock()
+	have := t.headKeys()
 	rec.Format, rec.Kind, rec.Rows = removesFormat, kindDelete, 0
 	for _, r := range group {
 		d := r.delete
-		for _, k := range d.removes {
-			if !have[k] {
-				return staged{}, fmt.Errorf("%w: %s is not in version %d of %q", errFilesChanged, k, rec.Version-1, t.name)
-			}
-			delete(have, k)
+		if err := takeFiles(have, d.removes, t, rec.Version-1); err != nil {
+			return staged{}, err
 		}
 		rec.Removes = append(rec.Removes, d.removes...)
 		rec.Files = append(rec.Files, d.adds...)
 		rec.Rows -= d.rows
 	}
-	return staged{write: func() error { return nil }, discard: func() {}}, nil
+	return nothingStaged, nil // the rewrites were written before the request
 }
 
 // Delete removes every row of the table whose FILE value has one of

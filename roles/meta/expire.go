@@ -28,7 +28,7 @@ func buildExpire(_ context.Context, c *committer, rec *logRecord, group []*commi
 	}
 	// The expiry's own version, one past the head, is never expired.
 	rec.RetainFrom = min(rec.RetainFrom, rec.Version-1)
-	return staged{write: func() error { return nil }, discard: func() {}}, nil
+	return nothingStaged, nil
 }
 
 // retained is the oldest version of t that can be read.

@@ -317,18 +317,12 @@ func (s *Service) addSince(ctx context.Context, t *table, from int64, refs *refS
 		return s.addRetained(ctx, t, refs)
 	}
 	head := t.row().Head
-	var added []string
-	err := s.reg.records(ctx, t, from+1, head, false, func(r *logRecord) bool {
-		for _, f := range r.Files {
-			added = append(added, f.Key)
-		}
-		return true
-	})
+	added, err := s.addedFiles(ctx, t, from+1, head)
 	if err != nil {
 		return 0, err
 	}
-	for _, k := range added {
-		if err := s.addDataFile(ctx, t, k, refs); err != nil {
+	for _, f := range added {
+		if err := s.addDataFile(ctx, t, f.key, refs); err != nil {
 			return 0, err
 		}
 	}

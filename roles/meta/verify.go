@@ -61,35 +61,68 @@ type verifyObject struct {
 	claims []verifyClaim
 }
 
-// objectsOf lists the distinct objects named by the rows of the data files
-// that versions from..to of t added, sorted by key, with their claims in
-// row order.
-//
-// Appends only add data files, and a compaction's files hold copies of
-// rows that earlier versions added, so its files are skipped: the rows of
-// version N are those of the files appends added in versions 1..N, and
-// every older version's rows are among them, so a run over all retained
-// versions and a run over the current one read the same list. When a
-// version can drop rows (deletes, expiry), the all-versions run must
-// gather each retained version's files instead.
-func (s *Service) objectsOf(ctx context.Context, t *table, from, to int64) ([]verifyObject, error) {
-	type fileAt struct {
-		key     string
-		version int64
+// fileAt is a data file and the version that added it.
+type fileAt struct {
+	key     string
+	version int64
+}
+
+// verifyFiles returns the data files whose rows a run checks: those of
+// version (all false), or those of every retained version up to it (all
+// true: the oldest retained version's files and every file a later one
+// added; a compaction's or delete's files repeat rows of older ones, which
+// only adds claims to objects already listed). The version that added a
+// file of the snapshot a run starts from is looked up in the index; one
+// the index lacks (before the base of a node that started from a
+// checkpoint) counts as added at the base.
+func (s *Service) verifyFiles(ctx context.Context, t *table, version int64, all bool) ([]fileAt, error) {
+	from := version
+	if all {
+		from = min(t.retained(), version)
 	}
+	snap, err := s.Snapshot(ctx, &lakepb.SnapshotRequest{Name: t.name, Version: &from})
+	if err != nil {
+		return nil, err
+	}
+	files := make([]fileAt, 0, len(snap.GetFiles()))
+	pending := make(map[string]int, len(snap.GetFiles())) // key → index in files
+	base := t.row().Base
+	for _, f := range snap.GetFiles() {
+		pending[f.GetKey()] = len(files)
+		files = append(files, fileAt{f.GetKey(), max(base, min(from, 1))})
+	}
+	err = s.ix.records(t.id, 1, from, true, func(r *logRecord) bool {
+		for _, f := range r.Files {
+			if i, ok := pending[f.Key]; ok {
+				files[i].version = r.Version
+				delete(pending, f.Key)
+			}
+		}
+		return len(pending) > 0
+	})
+	if err != nil {
+		return nil, err
+	}
+	added, err := s.addedFiles(ctx, t, from+1, version)
+	return append(files, added...), err
+}
+
+// addedFiles returns the data files that versions from..to of t added,
+// in order.
+func (s *Service) addedFiles(ctx context.Context, t *table, from, to int64) ([]fileAt, error) {
 	var files []fileAt
 	err := s.reg.records(ctx, t, from, to, false, func(r *logRecord) bool {
-		if r.Kind == kindCompact {
-			return true
-		}
 		for _, f := range r.Files {
 			files = append(files, fileAt{f.Key, r.Version})
 		}
 		return true
 	})
-	if err != nil {
-		return nil, err
-	}
+	return files, err
+}
+
+// objectsOf lists the distinct objects named by the rows of files, sorted
+// by key, with their claims in row order.
+func (s *Service) objectsOf(ctx context.Context, t *table, files []fileAt) ([]verifyObject, error) {
 	var fileCols []int
 	nameCol := -1
 	for i, f := range t.schema.Fields() {
@@ -416,7 +449,11 @@ func (s *Service) verify(ctx context.Context, req *lakepb.VerifyRequest, lim ver
 			return err
 		}
 	}
-	objs, err := s.objectsOf(ctx, t, 1, cur.GetVersion())
+	files, err := s.verifyFiles(ctx, t, cur.GetVersion(), cur.GetAllVersions())
+	if err != nil {
+		return err
+	}
+	objs, err := s.objectsOf(ctx, t, files)
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,20 @@ func (v *backgroundVerifier) pass(ctx context.Context) error {
 		if head <= from {
 			continue
 		}
-		objs, err := v.s.objectsOf(ctx, t, from+1, head)
+		// The first pass over a table reads its current version's files,
+		// not every version's: after a start from a checkpoint the log
+		// before it is in the stage only.
+		var files []fileAt
+		var err error
+		if from == 0 {
+			files, err = v.s.verifyFiles(ctx, t, head, false)
+		} else {
+			files, err = v.s.addedFiles(ctx, t, from+1, head)
+		}
+		if err != nil {
+			return err
+		}
+		objs, err := v.s.objectsOf(ctx, t, files)
 		if err != nil {
 			return err
 		}

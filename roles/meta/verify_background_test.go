@@ -61,7 +61,7 @@ func (s *syncBuffer) String() string {
 func TestBackgroundVerifierRecordsAndPaces(t *testing.T) {
 	f := newFixture(t)
 	logs := &syncBuffer{}
-	restartWith(f, func(c *Config) {
+	f.restartWith(func(c *Config) {
 		noBackground(c)
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	})
@@ -148,7 +148,7 @@ func TestBackgroundVerifierRecordsAndPaces(t *testing.T) {
 // verifies new objects by itself.
 func TestBackgroundVerifierRunsOnTheLeader(t *testing.T) {
 	f := newFixture(t)
-	restartWith(f, func(c *Config) { c.VerifyRate = 1 << 30 })
+	f.restartWith(func(c *Config) { c.VerifyRate = 1 << 30 })
 	f.createTable("clips")
 	v := f.putObject("a.bin", randomBytes(t, 1000))
 	f.appendRows("clips", []string{"a"}, []wire.FileValue{v})
@@ -223,7 +223,7 @@ func TestTokenBucketNeverGrantsMoreThanRateTimesTimePlusBurst(t *testing.T) {
 // (after the back-off) verifies its objects once the file is back.
 func TestBackgroundPassFailsWithoutSkipping(t *testing.T) {
 	f := newFixture(t)
-	restartWith(f, noBackground)
+	f.restartWith(noBackground)
 	f.createTable("clips")
 	v := f.putObject("a.bin", randomBytes(t, 100))
 	f.appendRows("clips", []string{"a"}, []wire.FileValue{v})

@@ -20,7 +20,7 @@ import (
 func BenchmarkVerify(b *testing.B) {
 	const objects, size = 16, 64 << 20
 	f := newFixture(b)
-	restartWith(f, noBackground)
+	f.restartWith(noBackground)
 	f.createTable("big")
 	names := make([]string, objects)
 	values := make([]wire.FileValue, objects)

@@ -21,28 +21,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lakedata/lake/internal/etcdtest"
-	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
-
-// restartWith restarts f's service with tune applied to its config.
-func restartWith(f *fixture, tune func(*Config)) {
-	f.t.Helper()
-	f.stop()
-	cfg := f.config()
-	tune(&cfg)
-	svc, err := Open(context.Background(), cfg)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	fc, err := flightrpc.Dial(svc.Addr().String())
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.svc, f.fc = svc, fc
-}
 
 // noBackground turns the background verifier off, so a test decides what
 // is read when.
@@ -163,7 +145,7 @@ func byKey(ms []*lakepb.VerifyMismatch) map[string][]*lakepb.VerifyMismatch {
 // once.
 func TestVerifyFindsEveryKindOfMismatch(t *testing.T) {
 	f := newFixture(t)
-	restartWith(f, noBackground)
+	f.restartWith(noBackground)
 	f.createTable("clips")
 
 	good := f.putObject("good.bin", randomBytes(t, 3000))
@@ -252,7 +234,7 @@ func TestVerifyFindsEveryKindOfMismatch(t *testing.T) {
 // reports rows by number only.
 func TestVerifyRowNumbersWithoutANameColumn(t *testing.T) {
 	f := newFixture(t)
-	restartWith(f, noBackground)
+	f.restartWith(noBackground)
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "label", Type: arrow.BinaryTypes.String, Nullable: true},
 		wire.FileField("file", false),
@@ -287,7 +269,7 @@ func TestVerifyRowNumbersWithoutANameColumn(t *testing.T) {
 // hash state, and still finds a flipped last byte.
 func TestVerifyResumesInsideAnObject(t *testing.T) {
 	f := newFixture(t)
-	restartWith(f, noBackground)
+	f.restartWith(noBackground)
 	f.createTable("big")
 	content := randomBytes(t, 5*verifyChunk+123)
 	big := f.putObject("big.bin", content)
