@@ -78,6 +78,11 @@ type ActionSpec struct {
 	AnsweredByQuery bool
 	// Scope is the token scope the action needs.
 	Scope Scope
+	// Long says one call may take as long as its work (a compaction, a
+	// delete that rewrites files, a garbage collection): a role relaying
+	// or forwarding it bounds it by the caller's deadline only, not by
+	// the few seconds a frozen peer is given otherwise.
+	Long bool
 	// Description is one line for ListActions, without a final period.
 	Description string
 }
@@ -145,11 +150,11 @@ var actions = []ActionSpec{
 	},
 	{
 		Name: ActionCompact, Request: msg(&lakepb.CompactRequest{}), Response: msg(&lakepb.CompactResult{}),
-		Mutates: true, Scope: ScopeAdmin, Description: "Merge a table's small data files into large ones now",
+		Mutates: true, Long: true, Scope: ScopeAdmin, Description: "Merge a table's small data files into large ones now",
 	},
 	{
 		Name: ActionDelete, Request: msg(&lakepb.DeleteRequest{}), Response: msg(&lakepb.DeleteResult{}),
-		Mutates: true, Scope: ScopeWrite, Description: "Delete the rows whose FILE value has one of the keys, as one new version",
+		Mutates: true, Long: true, Scope: ScopeWrite, Description: "Delete the rows whose FILE value has one of the keys, as one new version",
 	},
 	{
 		Name: ActionExpire, Request: msg(&lakepb.ExpireRequest{}), Response: msg(&lakepb.ExpireResult{}),
@@ -159,7 +164,7 @@ var actions = []ActionSpec{
 		// Mutates: it runs on the leader, the only node whose fence
 		// every append passes.
 		Name: ActionGC, Request: msg(&lakepb.GcRequest{}), Response: msg(&lakepb.GcResult{}),
-		Mutates: true, Scope: ScopeAdmin, Description: "Free the data files, objects and leftovers no retained version references",
+		Mutates: true, Long: true, Scope: ScopeAdmin, Description: "Free the data files, objects and leftovers no retained version references",
 	},
 }
 

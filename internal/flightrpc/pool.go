@@ -72,12 +72,26 @@ func (p *Pool) Endpoints() []string { return append([]string(nil), p.endpoints..
 // each other node once. It returns the last error. call must be safe to
 // repeat: appends carry their commit_id for exactly that.
 func (p *Pool) Do(ctx context.Context, call func(ctx context.Context, fc flight.Client) error) error {
+	return p.do(ctx, p.AttemptTimeout, call)
+}
+
+// DoLong is Do for a call that may take as long as its work (a garbage
+// collection): an attempt is bounded by ctx only, and fails over only
+// when a node is unavailable.
+func (p *Pool) DoLong(ctx context.Context, call func(ctx context.Context, fc flight.Client) error) error {
+	return p.do(ctx, 0, call)
+}
+
+func (p *Pool) do(ctx context.Context, attempt time.Duration, call func(ctx context.Context, fc flight.Client) error) error {
 	n := len(p.clients)
 	start := int(p.current.Load())
 	var err error
 	for i := range n {
 		idx := (start + i) % n
-		actx, cancel := context.WithTimeout(ctx, p.AttemptTimeout)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if attempt > 0 {
+			actx, cancel = context.WithTimeout(ctx, attempt)
+		}
 		err = call(actx, p.clients[idx])
 		cancel()
 		if err == nil {

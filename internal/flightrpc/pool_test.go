@@ -2,6 +2,7 @@ package flightrpc_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -123,5 +124,30 @@ func TestPoolSkipsAFrozenNode(t *testing.T) {
 func TestDialPoolRejectsAnEmptyList(t *testing.T) {
 	if _, err := flightrpc.DialPool(" , ", flightrpc.DialOptions{}); err == nil {
 		t.Fatal("an empty endpoint list was accepted")
+	}
+}
+
+// DoLong bounds a call by its context only: a call that outlasts
+// AttemptTimeout fails under Do and succeeds under DoLong.
+func TestDoLongOutlastsTheAttemptTimeout(t *testing.T) {
+	p, err := flightrpc.DialPool("127.0.0.1:1", flightrpc.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.AttemptTimeout = 20 * time.Millisecond
+	slow := func(ctx context.Context, _ flight.Client) error {
+		select {
+		case <-time.After(200 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := p.Do(context.Background(), slow); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Do: %v, want the attempt's deadline", err)
+	}
+	if err := p.DoLong(context.Background(), slow); err != nil {
+		t.Errorf("DoLong: %v", err)
 	}
 }

@@ -48,6 +48,12 @@ type forwarder struct {
 // forwarded and bounded by the forward timeout. The leader's status comes
 // back as it is.
 func (f *forwarder) do(ctx context.Context, call func(ctx context.Context, leader flight.Client) error) error {
+	return f.doFor(ctx, f.timeout, call)
+}
+
+// doFor is do bounded by timeout instead (0: by ctx alone, for the
+// actions wire.Actions marks Long).
+func (f *forwarder) doFor(ctx context.Context, timeout time.Duration, call func(ctx context.Context, leader flight.Client) error) error {
 	if forwarded(ctx) {
 		return errNotLeading
 	}
@@ -59,8 +65,11 @@ func (f *forwarder) do(ctx context.Context, call func(ctx context.Context, leade
 	if err != nil {
 		return fmt.Errorf("%w: connect to the leader %s: %v", wire.ErrNotLeader, leader, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	ctx = metadata.AppendToOutgoingContext(ctx, forwardedKey, f.coord.Self())
 	return forwardErr(call(ctx, fc))
 }
@@ -95,7 +104,11 @@ func (f *forwarder) append(ctx context.Context, cmd *lakepb.Append, recs []arrow
 // results.
 func (f *forwarder) action(ctx context.Context, action *flight.Action) ([]*flight.Result, error) {
 	var results []*flight.Result
-	err := f.do(ctx, func(ctx context.Context, fc flight.Client) error {
+	timeout := f.timeout
+	if spec, ok := wire.LookupAction(action.GetType()); ok && spec.Long {
+		timeout = 0
+	}
+	err := f.doFor(ctx, timeout, func(ctx context.Context, fc flight.Client) error {
 		stream, err := fc.DoAction(ctx, action)
 		if err != nil {
 			return err

@@ -118,7 +118,7 @@ func (e *endpoint) DoAction(action *flight.Action, stream flight.FlightService_D
 	case !ok:
 		return e.FlightServer.DoAction(action, stream)
 	case !a.AnsweredByQuery:
-		return e.svc.relayAction(action, stream)
+		return e.svc.relayAction(a, action, stream)
 	}
 	answer, ok := answeredActions[a.Name]
 	if !ok {
@@ -135,9 +135,13 @@ func (e *endpoint) DoAction(action *flight.Action, stream flight.FlightService_D
 	return stream.Send(&flight.Result{Body: body})
 }
 
-func (s *Service) relayAction(action *flight.Action, client flight.FlightService_DoActionServer) error {
+func (s *Service) relayAction(spec wire.ActionSpec, action *flight.Action, client flight.FlightService_DoActionServer) error {
 	var results []*flight.Result
-	err := s.meta.Do(client.Context(), func(ctx context.Context, fc flight.Client) error {
+	do := s.meta.Do
+	if spec.Long {
+		do = s.meta.DoLong
+	}
+	err := do(client.Context(), func(ctx context.Context, fc flight.Client) error {
 		stream, err := fc.DoAction(ctx, action)
 		if err != nil {
 			return err
