@@ -189,8 +189,7 @@ func (r *gcBenchRig) run(b *testing.B, total int, write func(keys []string), pro
 	r.checkLive(b)
 	b.ReportMetric(float64(total), "objects")
 	if proxy != nil {
-		// A DELETE is neither a GET, a HEAD, a PUT, a LIST nor a
-		// multipart request: the proxy counts it as Other.
+		// DeleteObject and DeleteObjects both count as Delete.
 		for name, n := range calls {
 			b.ReportMetric(float64(n), name+"/gc")
 		}

@@ -19,6 +19,7 @@ const (
 	PutObject   = "PutObject" // and UploadPart
 	ListObjects = "ListObjects"
 	Multipart   = "Multipart" // CreateMultipartUpload, CompleteMultipartUpload, ListParts, Abort
+	Delete      = "Delete"    // DeleteObject, and DeleteObjects (a POST ?delete of up to 1000 keys)
 	Other       = "Other"
 )
 
@@ -63,6 +64,8 @@ func kind(r *http.Request) string {
 	q := r.URL.Query()
 	object := strings.Count(strings.Trim(r.URL.Path, "/"), "/") >= 1
 	switch {
+	case r.Method == http.MethodDelete && !q.Has("uploadId") || r.Method == http.MethodPost && q.Has("delete"):
+		return Delete
 	case q.Has("uploads") || q.Has("uploadId") && r.Method != http.MethodPut:
 		return Multipart
 	case r.Method == http.MethodGet && !object:
