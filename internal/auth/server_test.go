@@ -110,12 +110,18 @@ func (everyMethod) ListActions(_ *flight.Empty, stream flight.FlightService_List
 // serve runs everyMethod on 127.0.0.1 with opts and returns its address.
 func serve(t *testing.T, opts ...grpc.ServerOption) string {
 	t.Helper()
+	return serveImpl(t, everyMethod{}, opts...)
+}
+
+// serveImpl runs impl on 127.0.0.1 with opts and returns its address.
+func serveImpl(t *testing.T, impl flightgen.FlightServiceServer, opts ...grpc.ServerOption) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(opts...)
-	flightgen.RegisterFlightServiceServer(srv, everyMethod{})
+	flightgen.RegisterFlightServiceServer(srv, impl)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

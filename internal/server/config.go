@@ -58,10 +58,12 @@ type Config struct {
 	S3PathStyle bool
 
 	// TokenFile lists the bearer tokens every listener of this server
-	// accepts; empty: no authentication.
+	// accepts, each with its scope (auth.LoadTokens); empty: no
+	// authentication.
 	TokenFile string
 	// MetaTokenFile holds the token presented to meta (by the query role,
-	// and by a meta follower to its leader); empty: the first of TokenFile.
+	// and by a meta follower to its leader); empty: the widest-scoped of
+	// TokenFile.
 	MetaTokenFile string
 	// TLSCert and TLSKey, both or neither, serve TLS on the role's
 	// address. The embedded meta of RoleAll is reached by this process

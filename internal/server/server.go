@@ -53,15 +53,17 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 func (s *Server) open(ctx context.Context, cfg Config) error {
-	var tokens []string
+	var tokens []auth.Token
 	if cfg.TokenFile != "" {
 		var err error
 		if tokens, err = auth.LoadTokens(cfg.TokenFile); err != nil {
 			return err
 		}
 	}
-	// The role's own listener: tokens, and TLS when asked for.
-	serverOpts := auth.ServerOptions(tokens)
+	// The role's own listener: tokens and their scopes, and TLS when asked
+	// for. The query role checks its caller's scope before it relays
+	// anything, since it reaches meta with a token of its own.
+	serverOpts := auth.ScopedServerOptions(tokens)
 	if cfg.TLSCert != "" {
 		creds, err := auth.ServerTLS(cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
@@ -74,8 +76,8 @@ func (s *Server) open(ctx context.Context, cfg Config) error {
 		opts := serverOpts
 		if cfg.Role == RoleAll {
 			// The embedded meta is reached by this process only: plain
-			// gRPC on loopback, with the same tokens.
-			opts = auth.ServerOptions(tokens)
+			// gRPC on loopback, with the same tokens and scopes.
+			opts = auth.ScopedServerOptions(tokens)
 		}
 		if err := s.openMeta(ctx, cfg, opts, tokens); err != nil {
 			return err
@@ -90,7 +92,7 @@ func (s *Server) open(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-func (s *Server) openMeta(ctx context.Context, cfg Config, opts []grpc.ServerOption, tokens []string) (err error) {
+func (s *Server) openMeta(ctx context.Context, cfg Config, opts []grpc.ServerOption, tokens []auth.Token) (err error) {
 	logger := s.log.With("role", "meta")
 	mc := meta.DefaultConfig()
 	var coord *cluster.Etcd
@@ -135,7 +137,7 @@ func (s *Server) openMeta(ctx context.Context, cfg Config, opts []grpc.ServerOpt
 	return err
 }
 
-func (s *Server) openQuery(ctx context.Context, cfg Config, metaEndpoint string, opts []grpc.ServerOption, tokens []string) error {
+func (s *Server) openQuery(ctx context.Context, cfg Config, metaEndpoint string, opts []grpc.ServerOption, tokens []auth.Token) error {
 	qc := cfg.queryConfig()
 	qc.Meta = metaEndpoint
 	// A remote stage is opened with the role's own credentials.
@@ -154,18 +156,21 @@ func (s *Server) openQuery(ctx context.Context, cfg Config, metaEndpoint string,
 }
 
 // metaDial is how this process authenticates to meta nodes: the query role
-// to meta, a meta follower to its leader.
-func metaDial(cfg Config, tokens []string) (flightrpc.DialOptions, error) {
+// to meta, a meta follower to its leader. The token is the first of
+// MetaTokenFile, else the widest-scoped of TokenFile: the role has checked
+// its caller's scope already, and no caller can need more than the widest
+// token of the file allows.
+func metaDial(cfg Config, tokens []auth.Token) (flightrpc.DialOptions, error) {
 	d := flightrpc.DialOptions{TLSCAFile: cfg.MetaTLSCA}
-	switch {
-	case cfg.MetaTokenFile != "":
+	if cfg.MetaTokenFile != "" {
 		t, err := auth.LoadTokens(cfg.MetaTokenFile)
 		if err != nil {
 			return d, err
 		}
-		d.Token = t[0]
-	case len(tokens) > 0:
-		d.Token = tokens[0]
+		tokens = t[:1]
+	}
+	if t, ok := auth.Widest(tokens); ok {
+		d.Token = t.Value
 	}
 	return d, nil
 }
