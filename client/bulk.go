@@ -630,9 +630,12 @@ func (b *bulk) upload(ctx context.Context, f bulkFile) uploaded {
 	}}
 	var info objects.Info
 	var err error
-	if b.resumable(f.size) {
+	switch {
+	case b.resumable(f.size):
 		info, err = b.uploadResumable(ctx, f, key, opts)
-	} else {
+	case b.hasUploadCheckpoint(f):
+		err = errInterruptedPut
+	default:
 		info, err = b.c.store.PutPath(ctx, key, f.abs, opts)
 	}
 	if err == nil && info.SHA256 == "" {
@@ -649,6 +652,22 @@ func (b *bulk) upload(ctx context.Context, f bulkFile) uploaded {
 		UploadedAt: time.Now().UTC(),
 	}
 	return u
+}
+
+// errInterruptedPut: a single `lake put` of the file into the table left a
+// checkpoint naming its commit id; it may have committed the row, and
+// only that put (run again) can tell.
+var errInterruptedPut = errors.New("an interrupted `lake put` of this file may have committed it; run that put again, or cancel it (lake uploads cancel)")
+
+// hasUploadCheckpoint reports whether a single put of the small file f
+// into the table left its checkpoint (a record of its upload and commit
+// id): one stat, no lock, for a file that takes no checkpoint itself.
+func (b *bulk) hasUploadCheckpoint(f bulkFile) bool {
+	if b.c.checkpointDir == "" {
+		return false
+	}
+	_, err := os.Stat(b.c.checkpointPath(f.abs, b.table))
+	return err == nil
 }
 
 // resumable reports whether a file of size bytes takes the resumable path
@@ -676,7 +695,7 @@ func (b *bulk) uploadResumable(ctx context.Context, f bulkFile, key string, opts
 	case cp.CommitID != "":
 		// A single put of this file was interrupted after it sent its
 		// append: it may have committed, and only it knows.
-		return objects.Info{}, fmt.Errorf("an interrupted `lake put` of this file may have committed it; run that put again, or cancel it (lake uploads cancel)")
+		return objects.Info{}, errInterruptedPut
 	default:
 		po := PutOptions{}
 		if key, err = resumeFrom(cp, b.table, "", &po); err != nil {

@@ -396,3 +396,38 @@ func mustRead(t *testing.T, p string) []byte {
 	}
 	return b
 }
+
+// A small file whose single put was interrupted (its upload checkpoint
+// records a commit id that may have committed) is refused by a bulk run,
+// which commits the others: only that put, run again, knows whether its
+// row is in.
+func TestPutFilesRefusesAFileWithAnInterruptedSinglePut(t *testing.T) {
+	f := newFixture(t, nil)
+	dir := t.TempDir()
+	files := writeTree(t, dir, 4)
+	c := connectHooked(t, f, &hookStore{})
+	if _, err := c.CreateTable(ctx, "t", nil, false); err != nil {
+		t.Fatal(err)
+	}
+	pending := files["f002.jpg"]
+	abs, err := canonicalPath(pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := c.checkpointPath(abs, "t")
+	if err := os.MkdirAll(filepath.Dir(cp), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cp, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.PutFiles(ctx, "t", []string{dir}, PutFilesOptions{Recursive: true})
+	if !errors.Is(err, ErrFilesFailed) || res.Committed != 3 || res.Failed != 1 {
+		t.Fatalf("run: %v, committed %d failed %d; want the other 3 committed", err, res.Committed, res.Failed)
+	}
+	for _, r := range res.Files {
+		if (r.Err != nil) != (r.Path == pending) || r.Path == pending && !errors.Is(r.Err, errInterruptedPut) {
+			t.Errorf("%s: %v", r.Path, r.Err)
+		}
+	}
+}

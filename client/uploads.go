@@ -75,6 +75,12 @@ func (c *Client) cancelOne(ctx context.Context, cpPath string) error {
 	if err != nil {
 		return err
 	}
+	if cp.Kind == checkpoint.KindSingle {
+		// A record of an object uploaded in one request: nothing is
+		// pending in the stage, so cancelling drops the record; the
+		// object stays for gc if no row names it.
+		return sess.Remove()
+	}
 	r, ok := c.store.(objects.Resumer)
 	if !ok {
 		return fmt.Errorf("the stage %s has no resumable uploads to cancel", c.stage.GetRootUri())
