@@ -122,7 +122,7 @@ func allow(have, need wire.Scope, what string) error {
 	if have.Allows(need) {
 		return nil
 	}
-	return permissionDenied(fmt.Sprintf("a %s token may not call %s, which needs a %s token", have, what, need))
+	return permissionDenied(fmt.Sprintf("a %s token may not call %s, which needs the %s scope", have, what, need))
 }
 
 // verifier holds the SHA-256 of each accepted token and its scope.
