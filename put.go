@@ -332,7 +332,7 @@ func runPutFiles(ctx context.Context, c *client.Client, o *putOptions, set map[s
 	}
 	if res != nil {
 		elapsed := time.Since(start)
-		fmt.Fprintf(errw, "put %d files into %s in %d versions, %s (%.0f files/s)", res.Committed, o.table, res.Batches,
+		fmt.Fprintf(errw, "put %s into %s in %s, %s (%.0f files/s)", plural(res.Committed, "file"), o.table, plural(res.Batches, "version"),
 			elapsed.Round(time.Millisecond), float64(res.Committed)/max(elapsed.Seconds(), 1e-9))
 		if res.Skipped > 0 {
 			fmt.Fprintf(errw, "; %d skipped, committed by an earlier run of this command", res.Skipped)
@@ -346,4 +346,12 @@ func runPutFiles(ctx context.Context, c *client.Client, o *putOptions, set map[s
 		return err
 	}
 	return outErr
+}
+
+// plural is n and the noun, with an s unless n is 1.
+func plural[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
