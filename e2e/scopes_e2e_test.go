@@ -175,6 +175,8 @@ func checkScopes(t *testing.T, d *scopeDeployment) {
 		}
 		d.mustRun(t, tk.read, "table", "describe", "clips")
 		d.mustRun(t, tk.read, "table", "history", "clips")
+		d.mustRun(t, tk.read, "status")
+		d.mustRun(t, tk.read, "verify", "--table", "clips")
 		got := filepath.Join(d.dir, "got-by-read")
 		d.mustRun(t, tk.read, "get", "--table", "clips", "--key", adminKey, "-o", got)
 		if b, err := os.ReadFile(got); err != nil || !strings.HasPrefix(string(b), "bytes of a.bin") {
