@@ -93,6 +93,7 @@ the stage, then commit one small metadata row.`,
 	root.AddCommand(newVerifyCommand(g))
 	root.AddCommand(newRmCommand(g))
 	root.AddCommand(newGCCommand(g))
+	root.AddCommand(newURLCommand(g))
 	markUsageErrors(root)
 	return root
 }

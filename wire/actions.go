@@ -25,6 +25,7 @@ const (
 	ActionDelete        = "lake.table.delete"
 	ActionExpire        = "lake.table.expire"
 	ActionGC            = "lake.gc"
+	ActionURL           = "lake.table.url"
 )
 
 // Scope is what a bearer token must allow for a call (DESIGN §12). The
@@ -33,7 +34,8 @@ const (
 type Scope uint8
 
 const (
-	// ScopeRead: SQL, the catalog, describe, list, history, status, get.
+	// ScopeRead: SQL, the catalog, describe, list, history, status, get,
+	// read URLs.
 	ScopeRead Scope = iota + 1
 	// ScopeWrite: read, plus put, append, delete and upload grants.
 	ScopeWrite
@@ -147,6 +149,13 @@ var actions = []ActionSpec{
 		Name: ActionVerify, Request: msg(&lakepb.VerifyRequest{}), Response: msg(&lakepb.VerifyResult{}),
 		Stream: true, Scope: ScopeRead,
 		Description: "Check a table's objects against their rows' size and sha256, a few seconds per call",
+	},
+	{
+		// Read: whoever may get an object may have a URL that gets it.
+		// Any node answers: it signs with the stage's credentials and
+		// changes nothing.
+		Name: ActionURL, Request: msg(&lakepb.ObjectUrlRequest{}), Response: msg(&lakepb.ObjectUrl{}),
+		Scope: ScopeRead, Description: "A URL that reads one object of a table without lake or stage credentials, for a while",
 	},
 	{
 		Name: ActionCompact, Request: msg(&lakepb.CompactRequest{}), Response: msg(&lakepb.CompactResult{}),

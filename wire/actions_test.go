@@ -8,7 +8,7 @@ import (
 // TestActionNames: the action types are part of the protocol between the
 // roles and clients; they must be distinct and stay in lake's namespace.
 func TestActionNames(t *testing.T) {
-	names := []string{ActionCreateTable, ActionListTables, ActionDescribeTable, ActionHistory, ActionSnapshot, ActionDiscover, ActionStatus, ActionVerify, ActionCompact, ActionDelete, ActionExpire, ActionGC}
+	names := []string{ActionCreateTable, ActionListTables, ActionDescribeTable, ActionHistory, ActionSnapshot, ActionDiscover, ActionStatus, ActionVerify, ActionCompact, ActionDelete, ActionExpire, ActionGC, ActionURL}
 	seen := make(map[string]bool)
 	for _, n := range names {
 		if !strings.HasPrefix(n, "lake.") || strings.ContainsAny(n, " \t\n") {
@@ -55,6 +55,7 @@ func TestActionTable(t *testing.T) {
 		ActionDelete:        {"DeleteRequest", "DeleteResult", false, true, false, ScopeWrite},
 		ActionExpire:        {"ExpireRequest", "ExpireResult", false, true, false, ScopeAdmin},
 		ActionGC:            {"GcRequest", "GcResult", false, true, false, ScopeAdmin},
+		ActionURL:           {"ObjectUrlRequest", "ObjectUrl", false, false, false, ScopeRead},
 	}
 	seen := map[string]bool{}
 	for _, a := range Actions() {

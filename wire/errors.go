@@ -43,6 +43,10 @@ var (
 	// NotFound.
 	ErrTableNotFound   = errors.New("table not found")
 	ErrVersionNotFound = errors.New("version not found")
+	// ErrRowNotFound: a read URL was asked for a key that no row of the
+	// table's current version has (lake.table.url). A delete of such a
+	// key is ErrKeyNotFound instead, a failed precondition of a change.
+	ErrRowNotFound = errors.New("no row of the table has the key")
 
 	// AlreadyExists.
 	ErrTableExists = errors.New("table already exists")

@@ -49,6 +49,7 @@ var errorTable = []ErrorEntry{
 
 	{ErrTableNotFound, codes.NotFound, "TABLE_NOT_FOUND"},
 	{ErrVersionNotFound, codes.NotFound, "VERSION_NOT_FOUND"},
+	{ErrRowNotFound, codes.NotFound, "ROW_NOT_FOUND"},
 
 	{ErrTableExists, codes.AlreadyExists, "TABLE_EXISTS"},
 

@@ -61,6 +61,7 @@ func TestActionScope(t *testing.T) {
 		wire.ActionListTables: wire.ScopeRead, wire.ActionDescribeTable: wire.ScopeRead,
 		wire.ActionHistory: wire.ScopeRead, wire.ActionSnapshot: wire.ScopeRead,
 		wire.ActionDiscover: wire.ScopeRead, wire.ActionStatus: wire.ScopeRead, wire.ActionVerify: wire.ScopeRead,
+		wire.ActionURL:         wire.ScopeRead,
 		wire.ActionDelete:      wire.ScopeWrite,
 		wire.ActionCreateTable: wire.ScopeAdmin, wire.ActionExpire: wire.ScopeAdmin,
 		wire.ActionCompact: wire.ScopeAdmin, wire.ActionGC: wire.ScopeAdmin,

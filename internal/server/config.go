@@ -115,6 +115,9 @@ type Config struct {
 	// Retention: meta expires versions older than this on a schedule
 	// (0: keeps every version).
 	Retention time.Duration
+	// URLMaxExpiry is the longest a read URL meta hands out may work
+	// (meta.Config).
+	URLMaxExpiry time.Duration
 
 	// Version is reported through GetSqlInfo.
 	Version string
@@ -145,6 +148,7 @@ func DefaultConfig() Config {
 
 		CheckpointInterval: m.CheckpointInterval,
 		CommitRetention:    m.CommitRetention,
+		URLMaxExpiry:       m.URLMaxExpiry,
 	}
 }
 
@@ -282,6 +286,9 @@ func (c Config) Validate() error {
 		}
 		if c.CommitRetention < 0 {
 			errs = append(errs, fmt.Errorf("--commit-retention must not be negative, got %v", c.CommitRetention))
+		}
+		if c.URLMaxExpiry < time.Second || c.URLMaxExpiry > meta.DefaultURLMaxExpiry {
+			errs = append(errs, fmt.Errorf("--url-max-expiry must be between 1s and %v, got %v", meta.DefaultURLMaxExpiry, c.URLMaxExpiry))
 		}
 		if len(c.Etcd) > 0 {
 			if _, err := c.etcdConfig(nil); err != nil {

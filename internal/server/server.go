@@ -133,6 +133,7 @@ func (s *Server) openMeta(ctx context.Context, cfg Config, opts []grpc.ServerOpt
 	mc.CompactMinFiles, mc.CompactTargetSize = cfg.CompactMinFiles, cfg.CompactTargetSize
 	mc.CheckpointInterval, mc.CommitRetention = cfg.CheckpointInterval, cfg.CommitRetention
 	mc.Retention = cfg.Retention
+	mc.URLMaxExpiry = cfg.URLMaxExpiry
 	s.meta, err = meta.Open(ctx, mc)
 	return err
 }

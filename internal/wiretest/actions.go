@@ -37,6 +37,8 @@ func ActionRequest(name, table, fresh, key string) proto.Message {
 		return &lakepb.ExpireRequest{Table: table, KeepLast: &keep}
 	case wire.ActionGC:
 		return &lakepb.GcRequest{DryRun: true}
+	case wire.ActionURL:
+		return &lakepb.ObjectUrlRequest{Table: table, Key: key}
 	case wire.ActionDelete:
 		return &lakepb.DeleteRequest{Table: table, Keys: []string{key}}
 	}

@@ -80,7 +80,11 @@ type Config struct {
 	// every table that stopped being current longer ago than this, every
 	// tenth of it (at most hourly). 0 keeps every version.
 	Retention time.Duration
-	Logger    *slog.Logger
+	// URLMaxExpiry is the longest a read URL (lake.table.url) may work;
+	// a request for longer is refused. At most DefaultURLMaxExpiry, the
+	// longest an S3 presigned URL can work.
+	URLMaxExpiry time.Duration
+	Logger       *slog.Logger
 }
 
 // Compaction defaults: a query over a table opens at most about 64 small
@@ -106,6 +110,7 @@ func DefaultConfig() Config {
 		CheckpointInterval: DefaultCheckpointInterval,
 		CommitRetention:    DefaultCommitRetention,
 		GCLeftoverMinAge:   time.Minute,
+		URLMaxExpiry:       DefaultURLMaxExpiry,
 	}
 }
 
@@ -147,6 +152,9 @@ func (c Config) Validate() error {
 	}
 	if c.CompactTargetSize <= 0 {
 		errs = append(errs, fmt.Errorf("meta: CompactTargetSize must be positive, got %d", c.CompactTargetSize))
+	}
+	if c.URLMaxExpiry < time.Second || c.URLMaxExpiry > DefaultURLMaxExpiry {
+		errs = append(errs, fmt.Errorf("meta: URLMaxExpiry must be between 1s and %v, got %v", DefaultURLMaxExpiry, c.URLMaxExpiry))
 	}
 	return errors.Join(errs...)
 }

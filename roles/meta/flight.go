@@ -278,6 +278,13 @@ func (s *Service) actionHandlers() map[string]actionHandler {
 			return s.Status(ctx), nil
 		})},
 		wire.ActionVerify: {serve: streamed(s.Verify)},
+		wire.ActionURL: {
+			serve: unary(s.URL),
+			check: checked(func(req *lakepb.ObjectUrlRequest) error {
+				_, err := s.urlCheck(req)
+				return err
+			}),
+		},
 		wire.ActionCompact: {
 			serve: unary(func(ctx context.Context, req *lakepb.CompactRequest) (*lakepb.CompactResult, error) {
 				return s.Compact(ctx, req.GetTable())

@@ -1,0 +1,241 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lakedata/lake/internal/s3test"
+)
+
+// s3Env is the environment of a lake process that holds the gateway's
+// credentials, and nothing of the user's AWS configuration.
+func s3Env(t *testing.T, gw *s3test.Server) []string {
+	t.Helper()
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return append(noAWSEnv(empty), "AWS_ACCESS_KEY_ID="+gw.AccessKey, "AWS_SECRET_ACCESS_KEY="+gw.SecretKey, "AWS_REGION="+gw.Region)
+}
+
+// noAWSEnv is this process's environment without anything that gives AWS
+// credentials, with empty (the file empty) shared AWS files and the
+// instance-metadata lookup off.
+func noAWSEnv(empty string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AWS_") && !strings.HasPrefix(kv, "LAKE_TOKEN=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE="+empty, "AWS_SHARED_CREDENTIALS_FILE="+empty)
+}
+
+// runEnv runs a CLI command with exactly env (plus token as $LAKE_TOKEN)
+// and returns its stdout, stderr and exit status.
+func runEnv(t *testing.T, env []string, endpoint, token string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(lakeBin, append(args, "--endpoint", endpoint)...)
+	cmd.Env = append(env, "LAKE_TOKEN="+token)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if cmd.ProcessState == nil {
+		t.Fatalf("lake %s: %v", strings.Join(args, " "), err)
+	}
+	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+}
+
+// fetch GETs u with a plain HTTP client: no AWS SDK, no credentials. Its
+// errors are not shown, for they would name the URL.
+func fetch(t *testing.T, u string) ([]byte, int) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal("GET of the URL failed")
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal("reading the URL's answer failed")
+	}
+	return b, resp.StatusCode
+}
+
+// TestReadURLOnS3: `lake url`, run with a read token and no AWS
+// credentials at all, prints a presigned URL that a plain HTTP client
+// reads the object with; a key no row has is not found; an expiry above
+// --url-max-expiry is refused; the URL stops working when it expires; and
+// no URL reaches the service's log or the CLI's stderr.
+func TestReadURLOnS3(t *testing.T) {
+	gw := s3test.Start(t)
+	bucket := gw.NewBucket(t)
+	dir := t.TempDir()
+	tk := newScopeTokens()
+	tokens := writeTokenFile(t, dir, "tokens", tk.read+" read", tk.write+" write", tk.admin+" admin")
+	withCreds := s3Env(t, gw)
+	p := startLakeEnv(t, withCreds, "serve", "--listen", "127.0.0.1:0", "--meta-listen", "127.0.0.1:0", "--log-level", "debug",
+		"--data-dir", filepath.Join(dir, "data"), "--stage", "s3://"+bucket+"/lake", "--s3-endpoint", gw.Endpoint,
+		"--token-file", tokens, "--url-max-expiry", "1h")
+	endpoint := "grpc://" + p.Addr()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noCreds := noAWSEnv(empty)
+	must := func(env []string, token string, args ...string) string {
+		t.Helper()
+		out, errOut, code := runEnv(t, env, endpoint, token, args...)
+		if code != 0 {
+			t.Fatalf("lake %s: exit %d\n%s", args[0], code, errOut)
+		}
+		return out
+	}
+	must(noCreds, tk.admin, "table", "create", "clips")
+	content := make([]byte, 2<<20+17)
+	rand.Read(content)
+	file := filepath.Join(dir, "clip.mp4")
+	if err := os.WriteFile(file, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var put struct{ Key string }
+	out := must(withCreds, tk.write, "put", file, "--table", "clips", "--json", "--no-progress", "--checkpoint-dir", filepath.Join(dir, "cp"))
+	if err := json.Unmarshal([]byte(out), &put); err != nil || put.Key == "" {
+		t.Fatalf("put output %q: %v", out, err)
+	}
+
+	var signatures []string
+	readURL := func(expires string) string {
+		t.Helper()
+		args := []string{"url", "--table", "clips", "--key", put.Key}
+		if expires != "" {
+			args = append(args, "--expires", expires)
+		}
+		out, errOut, code := runEnv(t, noCreds, endpoint, tk.read, args...)
+		if code != 0 {
+			t.Fatalf("lake url as a reader without AWS credentials: exit %d\n%s", code, errOut)
+		}
+		raw := strings.TrimSpace(out)
+		u, err := url.Parse(raw)
+		if err != nil || u.Query().Get("X-Amz-Signature") == "" || strings.Contains(raw, "\n") {
+			t.Fatal("lake url printed something other than one presigned URL")
+		}
+		sig := u.Query().Get("X-Amz-Signature")
+		signatures = append(signatures, sig)
+		if strings.Contains(errOut, sig) {
+			t.Error("lake url wrote the URL's signature to stderr")
+		}
+		return raw
+	}
+
+	u := readURL("")
+	got, code := fetch(t, u)
+	if code != http.StatusOK || string(got) != string(content) {
+		t.Fatalf("GET of the URL: status %d, %d bytes; want 200 and the object's %d bytes", code, len(got), len(content))
+	}
+	// The URL is bound to the object: the same signature on another key
+	// is refused.
+	if _, code := fetch(t, strings.Replace(u, url.PathEscape(filepath.Base(put.Key)), "other.mp4", 1)); code != http.StatusForbidden {
+		t.Errorf("the URL made to name another key: status %d, want 403", code)
+	}
+	// --json says when it expires: 30 minutes from now, within reason.
+	var line struct {
+		URL       string `json:"url"`
+		ExpiresAt string `json:"expires_at"`
+	}
+	jsonOut, errOut, code := runEnv(t, noCreds, endpoint, tk.read, "url", "--table", "clips", "--key", put.Key, "--expires", "30m", "--json")
+	if code != 0 {
+		t.Fatalf("lake url --json: exit %d\n%s", code, errOut)
+	}
+	if err := json.Unmarshal([]byte(jsonOut), &line); err != nil {
+		t.Fatal("lake url --json printed no JSON object")
+	}
+	if at, err := time.Parse(time.RFC3339, line.ExpiresAt); err != nil || at.Before(time.Now().Add(25*time.Minute)) || at.After(time.Now().Add(35*time.Minute)) {
+		t.Errorf("expires_at %q, want about 30 minutes from now", line.ExpiresAt)
+	}
+	if lu, err := url.Parse(line.URL); err == nil {
+		signatures = append(signatures, lu.Query().Get("X-Amz-Signature"))
+	}
+
+	// A key the table has no row for: not found, whatever the stage
+	// holds; a key outside objects/ (the catalog, a data file) is no FILE
+	// key at all.
+	for key, want := range map[string]string{
+		"objects/2026/12/01/nothing-here.bin": "no row of the table has the key",
+		"_lake/catalog/clips.json":            "not under objects/",
+	} {
+		_, errOut, code := runEnv(t, noCreds, endpoint, tk.read, "url", "--table", "clips", "--key", key)
+		if code != 1 || !strings.Contains(errOut, want) {
+			t.Errorf("url of %s: exit %d, %q; want 1 and %q", key, code, errOut, want)
+		}
+	}
+	// Above --url-max-expiry: refused, with the limit named.
+	_, errOut, code = runEnv(t, noCreds, endpoint, tk.read, "url", "--table", "clips", "--key", put.Key, "--expires", "2h")
+	if code != 1 || !strings.Contains(errOut, "--url-max-expiry") || !strings.Contains(errOut, "1h0m0s") {
+		t.Errorf("--expires 2h with a 1h limit: exit %d, %q; want 1 and the limit", code, errOut)
+	}
+	// A token of no scope the service knows is refused.
+	if _, _, code := runEnv(t, noCreds, endpoint, "not-a-token", "url", "--table", "clips", "--key", put.Key); code != 1 {
+		t.Errorf("lake url with an unknown token: exit %d, want 1", code)
+	}
+
+	// The URL works until it expires, then never again. Bounded: at most
+	// 60 tries half a second apart after the second it was given.
+	short := readURL("1s")
+	expired := false
+	for range 60 {
+		time.Sleep(500 * time.Millisecond)
+		if _, code := fetch(t, short); code == http.StatusForbidden {
+			expired = true
+			break
+		} else if code != http.StatusOK {
+			t.Fatalf("GET of a short URL: status %d, want 200 until it expires, then 403", code)
+		}
+	}
+	if !expired {
+		t.Error("a URL given 1 s still worked 30 s later")
+	}
+
+	logs := p.output()
+	for _, sig := range signatures {
+		if sig == "" || strings.Contains(logs, sig) {
+			t.Fatal("a URL's signature is in the service's log, or a URL had none")
+		}
+	}
+	if strings.Contains(logs, gw.SecretKey) {
+		t.Error("the secret key is in the service's log")
+	}
+}
+
+// TestReadURLOnLocalStage: on a local stage `lake url` prints the object's
+// file:// URL, which reads the object where the stage directory is.
+func TestReadURLOnLocalStage(t *testing.T) {
+	dir := t.TempDir()
+	p := startLakeEnv(t, []string{"AWS_EC2_METADATA_DISABLED=true"}, "serve", "--listen", "127.0.0.1:0", "--meta-listen", "127.0.0.1:0",
+		"--data-dir", filepath.Join(dir, "data"), "--stage", "file://"+filepath.Join(dir, "stage"))
+	endpoint := "grpc://" + p.Addr()
+	d := &scopeDeployment{endpoint: endpoint, dir: dir}
+	d.mustRun(t, "", "table", "create", "clips")
+	key, errOut, code := d.put(t, "", "a.mp4")
+	if code != 0 {
+		t.Fatalf("put: exit %d\n%s", code, errOut)
+	}
+	out := strings.TrimSpace(d.mustRun(t, "", "url", "--table", "clips", "--key", key))
+	u, err := url.Parse(out)
+	if err != nil || u.Scheme != "file" {
+		t.Fatalf("lake url on a local stage printed %q, want a file:// URL", out)
+	}
+	got, err := os.ReadFile(u.Path)
+	if err != nil || !strings.HasPrefix(string(got), "bytes of a.mp4 ") {
+		t.Fatalf("the file:// URL does not name the object: %v", err)
+	}
+}
