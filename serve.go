@@ -58,6 +58,8 @@ func (o *serveOptions) addFlags(cmd *cobra.Command) {
 	f.Int64Var(&c.CheckpointInterval, "checkpoint-interval", c.CheckpointInterval, "meta: the leader writes a log checkpoint of a table every this many versions, so a node without an index reads a checkpoint and the log after it, not every version; 0 writes none")
 	f.DurationVar(&c.Retention, "retention", 0, "meta: expire table versions that stopped being current longer ago than this (e.g. 720h), so lake gc can free what only they use; 0 keeps every version")
 	f.DurationVar(&c.CommitRetention, "commit-retention", c.CommitRetention, "meta: checkpoints remember commit ids this long, so a retried append is still answered duplicate after a rebuild from a checkpoint")
+	f.DurationVar(&c.UploadURLExpiry, "upload-url-expiry", c.UploadURLExpiry, "meta: how long the part URLs of an upload grant work (renewed on request); also the most a client may ask for")
+	f.BoolVar(&c.DirectUploads, "direct-uploads", false, "meta on S3: tell clients (lake.discover) they may upload with their own AWS credentials instead of through upload grants")
 	f.DurationVar(&c.URLMaxExpiry, "url-max-expiry", c.URLMaxExpiry, "meta: the longest a read URL (lake url) may work; a longer --expires is refused. At most 168h, what S3 can sign")
 }
 

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,7 +16,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/lakedata/lake/client"
+	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/internal/s3test"
+	"github.com/lakedata/lake/internal/wiretest"
+	"github.com/lakedata/lake/wire"
+	"github.com/lakedata/lake/wire/lakepb"
 )
 
 // s3Env is the environment of a lake process that holds the gateway's
@@ -238,4 +250,117 @@ func TestReadURLOnLocalStage(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(got), "bytes of a.mp4 ") {
 		t.Fatalf("the file:// URL does not name the object: %v", err)
 	}
+}
+
+// TestUploadGrantThroughLakeServe: one `lake serve` on S3 whose process
+// alone holds the credentials. lake.discover says uploads are presigned;
+// a write token, from a test process without AWS credentials, gets a
+// grant through the query role, PUTs the parts with plain net/http,
+// completes and appends a row with the FILE value; SQL sees it. A read
+// token may not ask for a grant. No URL reaches the service's log.
+func TestUploadGrantThroughLakeServe(t *testing.T) {
+	gw := s3test.Start(t)
+	bucket := gw.NewBucket(t)
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// This process opens the stage adapter of a client: no credentials.
+	for _, kv := range [][2]string{{"AWS_ACCESS_KEY_ID", ""}, {"AWS_SECRET_ACCESS_KEY", ""}, {"AWS_SESSION_TOKEN", ""}, {"AWS_PROFILE", ""},
+		{"AWS_EC2_METADATA_DISABLED", "true"}, {"AWS_CONFIG_FILE", empty}, {"AWS_SHARED_CREDENTIALS_FILE", empty}} {
+		t.Setenv(kv[0], kv[1])
+	}
+	tk := newScopeTokens()
+	tokens := writeTokenFile(t, dir, "tokens", tk.read+" read", tk.write+" write", tk.admin+" admin")
+	p := startLakeEnv(t, s3Env(t, gw), "serve", "--listen", "127.0.0.1:0", "--meta-listen", "127.0.0.1:0", "--log-level", "debug",
+		"--data-dir", filepath.Join(dir, "data"), "--stage", "s3://"+bucket+"/lake", "--s3-endpoint", gw.Endpoint, "--token-file", tokens)
+	endpoint := "grpc://" + p.Addr()
+	ctx := withTimeout(t, 2*time.Minute)
+	if _, errOut, code := runEnv(t, noAWSEnv(empty), endpoint, tk.admin, "table", "create", "clips"); code != 0 {
+		t.Fatalf("table create: exit %d\n%s", code, errOut)
+	}
+
+	cl, err := client.Connect(ctx, endpoint, client.WithToken(tk.write), client.WithCheckpointDir(filepath.Join(dir, "cp")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if st := cl.Stage(); st.GetUploadMode() != "presigned" || st.GetPartSize() <= 0 {
+		t.Fatalf("lake.discover: upload mode %q, part size %d; want presigned and the stage's part size", st.GetUploadMode(), st.GetPartSize())
+	}
+	partSize := cl.Stage().GetPartSize()
+	data := make([]byte, partSize+4321)
+	rand.Read(data)
+	parts := [][]byte{data[:partSize], data[partSize:]}
+	req := &lakepb.UploadGrantRequest{Table: "clips", FileName: "big.bin", Size: int64(len(data)), Sha256: sha256Hex(data)}
+	for i, b := range parts {
+		req.Parts = append(req.Parts, &lakepb.UploadPart{Number: int32(i + 1), Sha256: sha256Hex(b)})
+	}
+
+	dial := func(token string) flight.Client {
+		fc, err := flightrpc.DialEndpoint(endpoint, flightrpc.DialOptions{Token: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { fc.Close() })
+		return fc
+	}
+	var g lakepb.UploadGrant
+	if err := flightrpc.Action(ctx, dial(tk.read), wire.ActionUploadGrant, req, &g); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a grant for a read token: %v, want PermissionDenied", err)
+	}
+	fc := dial(tk.write)
+	if err := flightrpc.Action(ctx, fc, wire.ActionUploadGrant, req, &g); err != nil {
+		t.Fatal(err)
+	}
+	var signatures []string
+	for _, u := range g.GetUrls() {
+		pu, err := url.Parse(u.GetUrl())
+		if err != nil {
+			t.Fatal("a part URL does not parse")
+		}
+		signatures = append(signatures, pu.Query().Get("X-Amz-Signature"))
+		hreq, err := http.NewRequestWithContext(ctx, http.MethodPut, u.GetUrl(), bytes.NewReader(parts[u.GetNumber()-1]))
+		if err != nil {
+			t.Fatal("building a PUT failed")
+		}
+		for k, v := range u.GetHeaders() {
+			hreq.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(hreq)
+		if err != nil {
+			t.Fatal("a PUT failed")
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("PUT of part %d: status %d", u.GetNumber(), resp.StatusCode)
+		}
+	}
+	size := int64(len(data))
+	var file lakepb.UploadedFile
+	if err := flightrpc.Action(ctx, fc, wire.ActionUploadComplete, &lakepb.UploadCompleteRequest{Table: "clips", Key: g.GetKey(), UploadId: g.GetUploadId(), Size: &size, Sha256: req.Sha256}, &file); err != nil {
+		t.Fatal(err)
+	}
+	v := wire.FileValue{Key: file.GetKey(), Size: file.GetSize(), SHA256: file.GetSha256(), ETag: file.GetEtag(), UploadedAt: time.UnixMicro(file.GetUploadedAtUnixMicros())}
+	rec := wiretest.FileRows([]string{"big.bin"}, []wire.FileValue{v})
+	defer rec.Release()
+	if _, err := cl.Append(ctx, "clips", rec, client.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runEnv(t, noAWSEnv(empty), endpoint, tk.read, "sql", "SELECT file.key AS k, file.sha256 AS s FROM clips", "--format", "csv")
+	if code != 0 || !strings.Contains(out, g.GetKey()+","+req.Sha256) {
+		t.Fatalf("sql: exit %d\n%s\n%s", code, out, errOut)
+	}
+	logs := p.output()
+	for _, sig := range signatures {
+		if sig == "" || strings.Contains(logs, sig) {
+			t.Fatal("a part URL's signature is in the service's log, or a URL had none")
+		}
+	}
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }

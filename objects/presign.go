@@ -20,3 +20,47 @@ type Presigner interface {
 	// backend can sign (S3: 7 days).
 	PresignGet(ctx context.Context, key string, expires time.Duration) (string, error)
 }
+
+// Granter is the optional power of a stage to let someone without its
+// credentials upload one object through presigned URLs, part by part
+// (upload grants, DESIGN §12). The service that holds the credentials
+// starts the upload, signs a URL per part bound to that part's number and
+// SHA-256, checks the parts the stage holds and completes the upload;
+// the uploader only PUTs bytes. Find it with a type assertion on the
+// Store.
+//
+// URLs are secrets while they work; implementations never log them, and
+// their errors never carry them.
+type Granter interface {
+	// GrantPartSize is the size of every part of a granted upload but the
+	// last, which holds the rest (1 to GrantPartSize bytes; an empty
+	// object is one empty part).
+	GrantPartSize() int64
+	// CreateGrant starts a multipart upload of key, whose parts the stage
+	// will check against SHA-256 checksums, and returns its upload id.
+	CreateGrant(ctx context.Context, key, contentType string) (uploadID string, err error)
+	// PresignPart returns a URL that uploads part number (from 1) of the
+	// upload with one HTTP PUT of exactly the part's bytes, and the
+	// headers that PUT must carry. The URL is bound to sha256 (lowercase
+	// hex): the stage refuses a body with another SHA-256. It makes no
+	// request.
+	PresignPart(ctx context.Context, key, uploadID string, number int32, sha256 string, expires time.Duration) (url string, headers map[string]string, err error)
+	// GrantParts returns the parts the stage holds for the upload, in
+	// part order. An unknown upload is ErrNotFound.
+	GrantParts(ctx context.Context, key, uploadID string) ([]GrantPart, error)
+	// CompleteGrant publishes the object from parts (GrantParts' answer,
+	// in part order) if nothing is at key yet (ErrExists otherwise).
+	CompleteGrant(ctx context.Context, key, uploadID string, parts []GrantPart) (Info, error)
+	// AbortGrant drops the upload and its parts.
+	AbortGrant(ctx context.Context, key, uploadID string) error
+}
+
+// GrantPart is one uploaded part of a granted upload.
+type GrantPart struct {
+	Number int32
+	Size   int64
+	// SHA256 is the lowercase hex SHA-256 the stage checked the part's
+	// bytes against.
+	SHA256 string
+	ETag   string
+}

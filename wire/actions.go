@@ -26,6 +26,10 @@ const (
 	ActionExpire        = "lake.table.expire"
 	ActionGC            = "lake.gc"
 	ActionURL           = "lake.table.url"
+
+	ActionUploadGrant    = "lake.upload.grant"
+	ActionUploadRenew    = "lake.upload.renew"
+	ActionUploadComplete = "lake.upload.complete"
 )
 
 // Scope is what a bearer token must allow for a call (DESIGN §12). The
@@ -156,6 +160,20 @@ var actions = []ActionSpec{
 		// changes nothing.
 		Name: ActionURL, Request: msg(&lakepb.ObjectUrlRequest{}), Response: msg(&lakepb.ObjectUrl{}),
 		Scope: ScopeRead, Description: "A URL that reads one object of a table without lake or stage credentials, for a while",
+	},
+	{
+		// Grants run on the leader, like every write, so one node's
+		// configuration (part size, expiry, mode) decides them.
+		Name: ActionUploadGrant, Request: msg(&lakepb.UploadGrantRequest{}), Response: msg(&lakepb.UploadGrant{}),
+		Mutates: true, Scope: ScopeWrite, Description: "Start an upload at a key the service chooses, with presigned part URLs",
+	},
+	{
+		Name: ActionUploadRenew, Request: msg(&lakepb.UploadRenewRequest{}), Response: msg(&lakepb.UploadUrls{}),
+		Mutates: true, Scope: ScopeWrite, Description: "Fresh part URLs of a granted upload",
+	},
+	{
+		Name: ActionUploadComplete, Request: msg(&lakepb.UploadCompleteRequest{}), Response: msg(&lakepb.UploadedFile{}),
+		Mutates: true, Long: true, Scope: ScopeWrite, Description: "Check a granted upload's parts and publish the object",
 	},
 	{
 		Name: ActionCompact, Request: msg(&lakepb.CompactRequest{}), Response: msg(&lakepb.CompactResult{}),

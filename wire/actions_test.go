@@ -8,7 +8,7 @@ import (
 // TestActionNames: the action types are part of the protocol between the
 // roles and clients; they must be distinct and stay in lake's namespace.
 func TestActionNames(t *testing.T) {
-	names := []string{ActionCreateTable, ActionListTables, ActionDescribeTable, ActionHistory, ActionSnapshot, ActionDiscover, ActionStatus, ActionVerify, ActionCompact, ActionDelete, ActionExpire, ActionGC, ActionURL}
+	names := []string{ActionCreateTable, ActionListTables, ActionDescribeTable, ActionHistory, ActionSnapshot, ActionDiscover, ActionStatus, ActionVerify, ActionCompact, ActionDelete, ActionExpire, ActionGC, ActionURL, ActionUploadGrant, ActionUploadRenew, ActionUploadComplete}
 	seen := make(map[string]bool)
 	for _, n := range names {
 		if !strings.HasPrefix(n, "lake.") || strings.ContainsAny(n, " \t\n") {
@@ -43,19 +43,22 @@ func TestActionTable(t *testing.T) {
 		byQuery         bool
 		scope           Scope
 	}{
-		ActionCreateTable:   {"CreateTableRequest", "TableInfo", false, true, false, ScopeAdmin},
-		ActionListTables:    {"ListTablesRequest", "TableList", false, false, false, ScopeRead},
-		ActionDescribeTable: {"DescribeTableRequest", "TableInfo", false, false, false, ScopeRead},
-		ActionHistory:       {"HistoryRequest", "History", false, false, false, ScopeRead},
-		ActionSnapshot:      {"SnapshotRequest", "Snapshot", false, false, false, ScopeRead},
-		ActionDiscover:      {"DiscoverRequest", "StageDescriptor", false, false, true, ScopeRead},
-		ActionStatus:        {"StatusRequest", "ClusterStatus", false, false, false, ScopeRead},
-		ActionVerify:        {"VerifyRequest", "VerifyResult", true, false, false, ScopeRead},
-		ActionCompact:       {"CompactRequest", "CompactResult", false, true, false, ScopeAdmin},
-		ActionDelete:        {"DeleteRequest", "DeleteResult", false, true, false, ScopeWrite},
-		ActionExpire:        {"ExpireRequest", "ExpireResult", false, true, false, ScopeAdmin},
-		ActionGC:            {"GcRequest", "GcResult", false, true, false, ScopeAdmin},
-		ActionURL:           {"ObjectUrlRequest", "ObjectUrl", false, false, false, ScopeRead},
+		ActionCreateTable:    {"CreateTableRequest", "TableInfo", false, true, false, ScopeAdmin},
+		ActionListTables:     {"ListTablesRequest", "TableList", false, false, false, ScopeRead},
+		ActionDescribeTable:  {"DescribeTableRequest", "TableInfo", false, false, false, ScopeRead},
+		ActionHistory:        {"HistoryRequest", "History", false, false, false, ScopeRead},
+		ActionSnapshot:       {"SnapshotRequest", "Snapshot", false, false, false, ScopeRead},
+		ActionDiscover:       {"DiscoverRequest", "StageDescriptor", false, false, true, ScopeRead},
+		ActionStatus:         {"StatusRequest", "ClusterStatus", false, false, false, ScopeRead},
+		ActionVerify:         {"VerifyRequest", "VerifyResult", true, false, false, ScopeRead},
+		ActionCompact:        {"CompactRequest", "CompactResult", false, true, false, ScopeAdmin},
+		ActionDelete:         {"DeleteRequest", "DeleteResult", false, true, false, ScopeWrite},
+		ActionExpire:         {"ExpireRequest", "ExpireResult", false, true, false, ScopeAdmin},
+		ActionGC:             {"GcRequest", "GcResult", false, true, false, ScopeAdmin},
+		ActionURL:            {"ObjectUrlRequest", "ObjectUrl", false, false, false, ScopeRead},
+		ActionUploadGrant:    {"UploadGrantRequest", "UploadGrant", false, true, false, ScopeWrite},
+		ActionUploadRenew:    {"UploadRenewRequest", "UploadUrls", false, true, false, ScopeWrite},
+		ActionUploadComplete: {"UploadCompleteRequest", "UploadedFile", false, true, false, ScopeWrite},
 	}
 	seen := map[string]bool{}
 	for _, a := range Actions() {

@@ -47,6 +47,9 @@ var (
 	// table's current version has (lake.table.url). A delete of such a
 	// key is ErrKeyNotFound instead, a failed precondition of a change.
 	ErrRowNotFound = errors.New("no row of the table has the key")
+	// ErrUploadNotFound: a granted upload that the stage does not hold
+	// (never granted, completed or aborted).
+	ErrUploadNotFound = errors.New("no such upload")
 
 	// AlreadyExists.
 	ErrTableExists = errors.New("table already exists")
@@ -64,6 +67,12 @@ var (
 	// ErrKeyNotFound: a delete names a FILE key that no row of the
 	// table's current version has (DESIGN §11); nothing was deleted.
 	ErrKeyNotFound = errors.New("no row has the key")
+	// ErrUploadIncomplete: lake.upload.complete found parts missing or of
+	// the wrong size; the upload stays, to be finished and completed.
+	ErrUploadIncomplete = errors.New("upload incomplete")
+	// ErrChecksumMismatch: the bytes the service read have another
+	// SHA-256 than the one claimed.
+	ErrChecksumMismatch = errors.New("object checksum differs")
 
 	// Aborted.
 	ErrVersionConflict = errors.New("table version differs from expected_version")

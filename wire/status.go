@@ -50,6 +50,7 @@ var errorTable = []ErrorEntry{
 	{ErrTableNotFound, codes.NotFound, "TABLE_NOT_FOUND"},
 	{ErrVersionNotFound, codes.NotFound, "VERSION_NOT_FOUND"},
 	{ErrRowNotFound, codes.NotFound, "ROW_NOT_FOUND"},
+	{ErrUploadNotFound, codes.NotFound, "UPLOAD_NOT_FOUND"},
 
 	{ErrTableExists, codes.AlreadyExists, "TABLE_EXISTS"},
 
@@ -58,6 +59,8 @@ var errorTable = []ErrorEntry{
 	{ErrNotRegular, codes.FailedPrecondition, "OBJECT_NOT_REGULAR"},
 	{ErrVersionExpired, codes.FailedPrecondition, "VERSION_EXPIRED"},
 	{ErrKeyNotFound, codes.FailedPrecondition, "KEY_NOT_FOUND"},
+	{ErrUploadIncomplete, codes.FailedPrecondition, "UPLOAD_INCOMPLETE"},
+	{ErrChecksumMismatch, codes.FailedPrecondition, "CHECKSUM_MISMATCH"},
 
 	{ErrVersionConflict, codes.Aborted, "VERSION_CONFLICT"},
 

@@ -63,6 +63,7 @@ func TestActionScope(t *testing.T) {
 		wire.ActionDiscover: wire.ScopeRead, wire.ActionStatus: wire.ScopeRead, wire.ActionVerify: wire.ScopeRead,
 		wire.ActionURL:         wire.ScopeRead,
 		wire.ActionDelete:      wire.ScopeWrite,
+		wire.ActionUploadGrant: wire.ScopeWrite, wire.ActionUploadRenew: wire.ScopeWrite, wire.ActionUploadComplete: wire.ScopeWrite,
 		wire.ActionCreateTable: wire.ScopeAdmin, wire.ActionExpire: wire.ScopeAdmin,
 		wire.ActionCompact: wire.ScopeAdmin, wire.ActionGC: wire.ScopeAdmin,
 	}

@@ -118,6 +118,12 @@ type Config struct {
 	// URLMaxExpiry is the longest a read URL meta hands out may work
 	// (meta.Config).
 	URLMaxExpiry time.Duration
+	// UploadURLExpiry is how long meta's upload grant part URLs work;
+	// DirectUploads tells clients (lake.discover) that they may upload
+	// to an S3 stage with their own credentials instead of through
+	// grants.
+	UploadURLExpiry time.Duration
+	DirectUploads   bool
 
 	// Version is reported through GetSqlInfo.
 	Version string
@@ -149,6 +155,7 @@ func DefaultConfig() Config {
 		CheckpointInterval: m.CheckpointInterval,
 		CommitRetention:    m.CommitRetention,
 		URLMaxExpiry:       m.URLMaxExpiry,
+		UploadURLExpiry:    m.UploadURLExpiry,
 	}
 }
 
@@ -289,6 +296,9 @@ func (c Config) Validate() error {
 		}
 		if c.URLMaxExpiry < time.Second || c.URLMaxExpiry > meta.DefaultURLMaxExpiry {
 			errs = append(errs, fmt.Errorf("--url-max-expiry must be between 1s and %v, got %v", meta.DefaultURLMaxExpiry, c.URLMaxExpiry))
+		}
+		if c.UploadURLExpiry < time.Second || c.UploadURLExpiry > meta.DefaultURLMaxExpiry {
+			errs = append(errs, fmt.Errorf("--upload-url-expiry must be between 1s and %v, got %v", meta.DefaultURLMaxExpiry, c.UploadURLExpiry))
 		}
 		if len(c.Etcd) > 0 {
 			if _, err := c.etcdConfig(nil); err != nil {

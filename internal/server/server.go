@@ -134,6 +134,8 @@ func (s *Server) openMeta(ctx context.Context, cfg Config, opts []grpc.ServerOpt
 	mc.CheckpointInterval, mc.CommitRetention = cfg.CheckpointInterval, cfg.CommitRetention
 	mc.Retention = cfg.Retention
 	mc.URLMaxExpiry = cfg.URLMaxExpiry
+	mc.UploadURLExpiry = cfg.UploadURLExpiry
+	desc.UploadMode, desc.PartSize = meta.UploadMode(desc, store, cfg.DirectUploads)
 	s.meta, err = meta.Open(ctx, mc)
 	return err
 }

@@ -39,6 +39,15 @@ func ActionRequest(name, table, fresh, key string) proto.Message {
 		return &lakepb.GcRequest{DryRun: true}
 	case wire.ActionURL:
 		return &lakepb.ObjectUrlRequest{Table: table, Key: key}
+	case wire.ActionUploadGrant:
+		// The SHA-256 of "hello".
+		return &lakepb.UploadGrantRequest{Table: table, FileName: "granted.bin", Size: 5,
+			Sha256: "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824", ContentType: "application/octet-stream"}
+	case wire.ActionUploadRenew:
+		// On a local stage, where these walks run, a grant is its key.
+		return &lakepb.UploadRenewRequest{Table: table, Key: key}
+	case wire.ActionUploadComplete:
+		return &lakepb.UploadCompleteRequest{Table: table, Key: key}
 	case wire.ActionDelete:
 		return &lakepb.DeleteRequest{Table: table, Keys: []string{key}}
 	}

@@ -2,9 +2,13 @@ package s3
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/lakedata/lake/objects"
@@ -14,7 +18,10 @@ import (
 // MaxPresignExpiry is the longest a SigV4 presigned URL can work.
 const MaxPresignExpiry = 7 * 24 * time.Hour
 
-var _ objects.Presigner = (*Store)(nil)
+var (
+	_ objects.Presigner = (*Store)(nil)
+	_ objects.Granter   = (*Store)(nil)
+)
 
 // PresignGet returns a presigned GET URL of the object at key (see
 // objects.Presigner). It signs locally with the store's credentials and
@@ -40,6 +47,125 @@ func (s *Store) PresignGet(ctx context.Context, key string, expires time.Duratio
 func checkExpiry(d time.Duration) error {
 	if d < time.Second || d > MaxPresignExpiry {
 		return fmt.Errorf("%w: a presigned URL works between 1 s and %v, not %v", wire.ErrInvalidRequest, MaxPresignExpiry, d)
+	}
+	return nil
+}
+
+// GrantPartSize is the store's part size (Config.PartSize).
+func (s *Store) GrantPartSize() int64 { return s.partSize }
+
+// CreateGrant starts a multipart upload of key with SHA-256 part
+// checksums (see objects.Granter).
+func (s *Store) CreateGrant(ctx context.Context, key, contentType string) (string, error) {
+	k, err := s.objectKey(key)
+	if err != nil {
+		return "", err
+	}
+	id, err := s.createMultipart(ctx, k, contentType, "")
+	if err != nil {
+		return "", fail(ctx, "grant", key, err)
+	}
+	return id, nil
+}
+
+// PresignPart signs an UploadPart of the upload whose x-amz-checksum-sha256
+// is sum's: the header is signed, so the uploader must send it as given,
+// and S3 refuses a body with another SHA-256 (BadDigest).
+func (s *Store) PresignPart(ctx context.Context, key, uploadID string, number int32, sum string, expires time.Duration) (string, map[string]string, error) {
+	k, err := s.objectKey(key)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := checkExpiry(expires); err != nil {
+		return "", nil, err
+	}
+	raw, err := hex.DecodeString(sum)
+	if err != nil || len(raw) != 32 {
+		return "", nil, fmt.Errorf("%w: part %d: sha256 is not 64 hex digits", wire.ErrInvalidRequest, number)
+	}
+	if number < 1 || number > MaxParts {
+		return "", nil, fmt.Errorf("%w: part number %d, S3 allows 1 to %d", wire.ErrInvalidRequest, number, MaxParts)
+	}
+	req, err := s3.NewPresignClient(s.client).PresignUploadPart(ctx, &s3.UploadPartInput{
+		Bucket:         aws.String(s.bucket),
+		Key:            aws.String(k),
+		UploadId:       aws.String(uploadID),
+		PartNumber:     aws.Int32(number),
+		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(raw)),
+	}, s3.WithPresignExpires(expires))
+	if err != nil {
+		return "", nil, fail(ctx, "presign part", key, err)
+	}
+	headers := make(map[string]string)
+	for name, v := range req.SignedHeader {
+		if len(v) > 0 && !strings.EqualFold(name, "host") {
+			headers[name] = v[0]
+		}
+	}
+	return req.URL, headers, nil
+}
+
+// GrantParts lists the parts S3 holds for the upload.
+func (s *Store) GrantParts(ctx context.Context, key, uploadID string) ([]objects.GrantPart, error) {
+	k, err := s.objectKey(key)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := s.listParts(ctx, k, uploadID)
+	if err != nil {
+		if errorCode(err) == codeNoSuchUpload {
+			err = fmt.Errorf("%w: %w", objects.ErrNotFound, err)
+		}
+		return nil, fail(ctx, "grant parts of", key, err)
+	}
+	out := make([]objects.GrantPart, len(parts))
+	for i, p := range parts {
+		sum, _ := base64.StdEncoding.DecodeString(p.Checksum)
+		out[i] = objects.GrantPart{Number: p.Number, Size: p.Size, SHA256: hex.EncodeToString(sum), ETag: p.ETag}
+	}
+	return out, nil
+}
+
+// CompleteGrant publishes the upload from parts, if nothing is at key.
+func (s *Store) CompleteGrant(ctx context.Context, key, uploadID string, parts []objects.GrantPart) (objects.Info, error) {
+	k, err := s.objectKey(key)
+	if err != nil {
+		return objects.Info{}, err
+	}
+	done := make([]part, len(parts))
+	var size int64
+	for i, p := range parts {
+		sum, err := hex.DecodeString(p.SHA256)
+		if err != nil || len(sum) != 32 {
+			return objects.Info{}, fmt.Errorf("%w: part %d: sha256 is not 64 hex digits", wire.ErrInvalidRequest, p.Number)
+		}
+		done[i] = part{Number: p.Number, Size: p.Size, ETag: p.ETag, Checksum: base64.StdEncoding.EncodeToString(sum)}
+		size += p.Size
+	}
+	var etag string
+	err = retryConflict(ctx, func() error {
+		var err error
+		etag, err = s.completeMultipart(ctx, k, uploadID, done, true)
+		return err
+	})
+	if err != nil {
+		if errorCode(err) == codeNoSuchUpload {
+			err = fmt.Errorf("%w: %w", objects.ErrNotFound, err)
+		}
+		return objects.Info{}, fail(ctx, "complete grant of", key, err)
+	}
+	return objects.Info{Key: key, Size: size, ETag: unquote(etag), ModTime: time.Now()}, nil
+}
+
+// AbortGrant drops the upload and its parts.
+func (s *Store) AbortGrant(ctx context.Context, key, uploadID string) error {
+	k, err := s.objectKey(key)
+	if err != nil {
+		return err
+	}
+	_, err = s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.bucket), Key: aws.String(k), UploadId: aws.String(uploadID)})
+	if err != nil && errorCode(err) != codeNoSuchUpload {
+		return fail(ctx, "abort grant of", key, err)
 	}
 	return nil
 }

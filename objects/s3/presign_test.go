@@ -2,6 +2,8 @@ package s3
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -69,4 +71,93 @@ func httpGet(t *testing.T, u string) ([]byte, int) {
 		t.Fatal(err)
 	}
 	return b, resp.StatusCode
+}
+
+// putPart PUTs data to a part URL with the headers it was signed with,
+// from a plain HTTP client, and returns the status.
+func putPart(t *testing.T, u string, headers map[string]string, data []byte) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, u, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal("building the PUT failed")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal("PUT of the URL failed")
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func hexSum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// A granted upload: parts PUT to their URLs by a client without
+// credentials, listed with their checksums, completed into the object. A
+// part whose bytes do not match the checksum its URL was signed with is
+// refused by S3, and so is a URL used for another part number.
+func TestGrant(t *testing.T) {
+	s, _, _ := newStore(t, func(c *Config) { c.PartSize = 5 << 20 })
+	var g objects.Granter = s
+	if g.GrantPartSize() != 5<<20 {
+		t.Fatalf("part size %d", g.GrantPartSize())
+	}
+	data := randomBytes(5<<20+1234, 9)
+	p1, p2 := data[:5<<20], data[5<<20:]
+	const key = "objects/g.bin"
+	id, err := g.CreateGrant(t.Context(), key, "video/mp4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u1, h1, err := g.PresignPart(t.Context(), key, id, 1, hexSum(p1), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u2, h2, err := g.PresignPart(t.Context(), key, id, 2, hexSum(p2), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wrong bytes, and the checksum header left out: refused.
+	wrong := bytes.Clone(p2)
+	wrong[0] ^= 1
+	if code := putPart(t, u2, h2, wrong); code/100 != 4 {
+		t.Errorf("part 2 with wrong bytes: status %d, want a 4xx", code)
+	}
+	if code := putPart(t, u2, nil, p2); code/100 != 4 {
+		t.Errorf("part 2 without the signed checksum header: status %d, want a 4xx", code)
+	}
+	if code := putPart(t, u1, h1, p1); code != http.StatusOK {
+		t.Fatalf("part 1: status %d", code)
+	}
+	parts, err := g.GrantParts(t.Context(), key, id)
+	if err != nil || len(parts) != 1 || parts[0].Number != 1 || parts[0].SHA256 != hexSum(p1) || parts[0].Size != int64(len(p1)) {
+		t.Fatalf("parts after part 1: %+v, %v", parts, err)
+	}
+	if code := putPart(t, u2, h2, p2); code != http.StatusOK {
+		t.Fatalf("part 2: status %d", code)
+	}
+	parts, err = g.GrantParts(t.Context(), key, id)
+	if err != nil || len(parts) != 2 {
+		t.Fatalf("parts: %+v, %v", parts, err)
+	}
+	info, err := g.CompleteGrant(t.Context(), key, id, parts)
+	if err != nil || info.Size != int64(len(data)) {
+		t.Fatalf("complete: %+v, %v", info, err)
+	}
+	got, err := objects.ReadAll(t.Context(), s, key)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the object differs from what was sent: %v", err)
+	}
+	if _, err := g.GrantParts(t.Context(), key, id); !errors.Is(err, objects.ErrNotFound) {
+		t.Errorf("parts of a completed upload: %v, want ErrNotFound", err)
+	}
+	if _, _, err := g.PresignPart(t.Context(), key, id, 1, "abc", time.Minute); !errors.Is(err, wire.ErrInvalidRequest) {
+		t.Errorf("a bad sha256: %v", err)
+	}
 }

@@ -84,7 +84,10 @@ type Config struct {
 	// a request for longer is refused. At most DefaultURLMaxExpiry, the
 	// longest an S3 presigned URL can work.
 	URLMaxExpiry time.Duration
-	Logger       *slog.Logger
+	// UploadURLExpiry is how long the part URLs of an upload grant work,
+	// and the most a client may ask for (lake.upload.grant, renew).
+	UploadURLExpiry time.Duration
+	Logger          *slog.Logger
 }
 
 // Compaction defaults: a query over a table opens at most about 64 small
@@ -111,6 +114,7 @@ func DefaultConfig() Config {
 		CommitRetention:    DefaultCommitRetention,
 		GCLeftoverMinAge:   time.Minute,
 		URLMaxExpiry:       DefaultURLMaxExpiry,
+		UploadURLExpiry:    DefaultUploadURLExpiry,
 	}
 }
 
@@ -155,6 +159,9 @@ func (c Config) Validate() error {
 	}
 	if c.URLMaxExpiry < time.Second || c.URLMaxExpiry > DefaultURLMaxExpiry {
 		errs = append(errs, fmt.Errorf("meta: URLMaxExpiry must be between 1s and %v, got %v", DefaultURLMaxExpiry, c.URLMaxExpiry))
+	}
+	if c.UploadURLExpiry < time.Second || c.UploadURLExpiry > DefaultURLMaxExpiry {
+		errs = append(errs, fmt.Errorf("meta: UploadURLExpiry must be between 1s and %v, got %v", DefaultURLMaxExpiry, c.UploadURLExpiry))
 	}
 	return errors.Join(errs...)
 }

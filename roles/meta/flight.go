@@ -285,6 +285,24 @@ func (s *Service) actionHandlers() map[string]actionHandler {
 				return err
 			}),
 		},
+		wire.ActionUploadGrant: {
+			serve: unary(s.UploadGrant),
+			check: checked(func(req *lakepb.UploadGrantRequest) error {
+				_, err := s.grantCheck(req)
+				return err
+			}),
+		},
+		wire.ActionUploadRenew: {
+			serve: unary(s.UploadRenew),
+			check: checked(func(req *lakepb.UploadRenewRequest) error {
+				_, err := s.renewCheck(req)
+				return err
+			}),
+		},
+		wire.ActionUploadComplete: {
+			serve: unary(s.UploadComplete),
+			check: checked(completeCheck),
+		},
 		wire.ActionCompact: {
 			serve: unary(func(ctx context.Context, req *lakepb.CompactRequest) (*lakepb.CompactResult, error) {
 				return s.Compact(ctx, req.GetTable())

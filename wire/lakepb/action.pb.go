@@ -856,15 +856,22 @@ func (*DiscoverRequest) Descriptor() ([]byte, []int) {
 }
 
 type StageDescriptor struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`                             // "file" or "s3"
-	RootUri       string                 `protobuf:"bytes,2,opt,name=root_uri,json=rootUri,proto3" json:"root_uri,omitempty"`        // file:///abs/dir or s3://bucket/prefix
-	Bucket        string                 `protobuf:"bytes,3,opt,name=bucket,proto3" json:"bucket,omitempty"`                         // s3
-	Prefix        string                 `protobuf:"bytes,4,opt,name=prefix,proto3" json:"prefix,omitempty"`                         // s3, no leading or trailing slash
-	Region        string                 `protobuf:"bytes,5,opt,name=region,proto3" json:"region,omitempty"`                         // s3
-	Endpoint      string                 `protobuf:"bytes,6,opt,name=endpoint,proto3" json:"endpoint,omitempty"`                     // s3: custom endpoint URL, empty for AWS
-	PathStyle     bool                   `protobuf:"varint,7,opt,name=path_style,json=pathStyle,proto3" json:"path_style,omitempty"` // s3: path-style addressing
-	LocalPath     string                 `protobuf:"bytes,8,opt,name=local_path,json=localPath,proto3" json:"local_path,omitempty"`  // file: the absolute directory
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Kind      string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`                             // "file" or "s3"
+	RootUri   string                 `protobuf:"bytes,2,opt,name=root_uri,json=rootUri,proto3" json:"root_uri,omitempty"`        // file:///abs/dir or s3://bucket/prefix
+	Bucket    string                 `protobuf:"bytes,3,opt,name=bucket,proto3" json:"bucket,omitempty"`                         // s3
+	Prefix    string                 `protobuf:"bytes,4,opt,name=prefix,proto3" json:"prefix,omitempty"`                         // s3, no leading or trailing slash
+	Region    string                 `protobuf:"bytes,5,opt,name=region,proto3" json:"region,omitempty"`                         // s3
+	Endpoint  string                 `protobuf:"bytes,6,opt,name=endpoint,proto3" json:"endpoint,omitempty"`                     // s3: custom endpoint URL, empty for AWS
+	PathStyle bool                   `protobuf:"varint,7,opt,name=path_style,json=pathStyle,proto3" json:"path_style,omitempty"` // s3: path-style addressing
+	LocalPath string                 `protobuf:"bytes,8,opt,name=local_path,json=localPath,proto3" json:"local_path,omitempty"`  // file: the absolute directory
+	// How clients upload file bytes: "presigned" (S3 default: ask
+	// lake.upload.grant for part URLs; no stage credentials needed),
+	// "direct" (S3 with the operator's consent: clients may also upload
+	// with their own credentials), "local" (write into local_path).
+	UploadMode string `protobuf:"bytes,9,opt,name=upload_mode,json=uploadMode,proto3" json:"upload_mode,omitempty"`
+	// s3: the part size of granted uploads (every part but the last).
+	PartSize      int64 `protobuf:"varint,10,opt,name=part_size,json=partSize,proto3" json:"part_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -953,6 +960,20 @@ func (x *StageDescriptor) GetLocalPath() string {
 		return x.LocalPath
 	}
 	return ""
+}
+
+func (x *StageDescriptor) GetUploadMode() string {
+	if x != nil {
+		return x.UploadMode
+	}
+	return ""
+}
+
+func (x *StageDescriptor) GetPartSize() int64 {
+	if x != nil {
+		return x.PartSize
+	}
+	return 0
 }
 
 // lake.status: the metadata cluster as the answering node sees it.
@@ -2405,6 +2426,613 @@ func (x *ObjectUrl) GetExpiresAtUnixMicros() int64 {
 	return 0
 }
 
+// A part to sign a URL for.
+type UploadPart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        int32                  `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"` // from 1
+	Sha256        string                 `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`  // lowercase hex of the part's bytes
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadPart) Reset() {
+	*x = UploadPart{}
+	mi := &file_wire_action_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadPart) ProtoMessage() {}
+
+func (x *UploadPart) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadPart.ProtoReflect.Descriptor instead.
+func (*UploadPart) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *UploadPart) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *UploadPart) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+// A presigned URL of one part. The PUT must send the part's bytes as its
+// body and every header of headers as given (they are signed, among them
+// x-amz-checksum-sha256). The URL is a secret while it works.
+type PartUrl struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        int32                  `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	Url           string                 `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	Headers       map[string]string      `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartUrl) Reset() {
+	*x = PartUrl{}
+	mi := &file_wire_action_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartUrl) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartUrl) ProtoMessage() {}
+
+func (x *PartUrl) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartUrl.ProtoReflect.Descriptor instead.
+func (*PartUrl) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *PartUrl) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *PartUrl) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *PartUrl) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+// lake.upload.grant
+type UploadGrantRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Table       string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`                       // the table the file is for (it must exist)
+	FileName    string                 `protobuf:"bytes,2,opt,name=file_name,json=fileName,proto3" json:"file_name,omitempty"` // the base name the key ends in
+	Size        int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	Sha256      string                 `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"` // lowercase hex of the whole file
+	ContentType string                 `protobuf:"bytes,5,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	// Parts to sign URLs for now (may be empty: ask lake.upload.renew).
+	Parts         []*UploadPart `protobuf:"bytes,6,rep,name=parts,proto3" json:"parts,omitempty"`
+	ExpiresMicros *int64        `protobuf:"varint,7,opt,name=expires_micros,json=expiresMicros,proto3,oneof" json:"expires_micros,omitempty"` // URL lifetime; absent = 15 min
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadGrantRequest) Reset() {
+	*x = UploadGrantRequest{}
+	mi := &file_wire_action_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadGrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadGrantRequest) ProtoMessage() {}
+
+func (x *UploadGrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadGrantRequest.ProtoReflect.Descriptor instead.
+func (*UploadGrantRequest) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *UploadGrantRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *UploadGrantRequest) GetFileName() string {
+	if x != nil {
+		return x.FileName
+	}
+	return ""
+}
+
+func (x *UploadGrantRequest) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *UploadGrantRequest) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *UploadGrantRequest) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *UploadGrantRequest) GetParts() []*UploadPart {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+func (x *UploadGrantRequest) GetExpiresMicros() int64 {
+	if x != nil && x.ExpiresMicros != nil {
+		return *x.ExpiresMicros
+	}
+	return 0
+}
+
+type UploadGrant struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Key                 string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	UploadId            string                 `protobuf:"bytes,2,opt,name=upload_id,json=uploadId,proto3" json:"upload_id,omitempty"`     // empty on a local stage
+	Mode                string                 `protobuf:"bytes,3,opt,name=mode,proto3" json:"mode,omitempty"`                             // "presigned" or "local"
+	PartSize            int64                  `protobuf:"varint,4,opt,name=part_size,json=partSize,proto3" json:"part_size,omitempty"`    // every part but the last; 0 on a local stage
+	PartCount           int32                  `protobuf:"varint,5,opt,name=part_count,json=partCount,proto3" json:"part_count,omitempty"` // parts of a file of the request's size
+	Urls                []*PartUrl             `protobuf:"bytes,6,rep,name=urls,proto3" json:"urls,omitempty"`
+	ExpiresAtUnixMicros int64                  `protobuf:"varint,7,opt,name=expires_at_unix_micros,json=expiresAtUnixMicros,proto3" json:"expires_at_unix_micros,omitempty"` // when urls stop working; 0 without urls
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *UploadGrant) Reset() {
+	*x = UploadGrant{}
+	mi := &file_wire_action_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadGrant) ProtoMessage() {}
+
+func (x *UploadGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadGrant.ProtoReflect.Descriptor instead.
+func (*UploadGrant) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *UploadGrant) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UploadGrant) GetUploadId() string {
+	if x != nil {
+		return x.UploadId
+	}
+	return ""
+}
+
+func (x *UploadGrant) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *UploadGrant) GetPartSize() int64 {
+	if x != nil {
+		return x.PartSize
+	}
+	return 0
+}
+
+func (x *UploadGrant) GetPartCount() int32 {
+	if x != nil {
+		return x.PartCount
+	}
+	return 0
+}
+
+func (x *UploadGrant) GetUrls() []*PartUrl {
+	if x != nil {
+		return x.Urls
+	}
+	return nil
+}
+
+func (x *UploadGrant) GetExpiresAtUnixMicros() int64 {
+	if x != nil {
+		return x.ExpiresAtUnixMicros
+	}
+	return 0
+}
+
+// lake.upload.renew: fresh URLs for parts of a grant.
+type UploadRenewRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	UploadId      string                 `protobuf:"bytes,3,opt,name=upload_id,json=uploadId,proto3" json:"upload_id,omitempty"`
+	Parts         []*UploadPart          `protobuf:"bytes,4,rep,name=parts,proto3" json:"parts,omitempty"`
+	ExpiresMicros *int64                 `protobuf:"varint,5,opt,name=expires_micros,json=expiresMicros,proto3,oneof" json:"expires_micros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadRenewRequest) Reset() {
+	*x = UploadRenewRequest{}
+	mi := &file_wire_action_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadRenewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadRenewRequest) ProtoMessage() {}
+
+func (x *UploadRenewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadRenewRequest.ProtoReflect.Descriptor instead.
+func (*UploadRenewRequest) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *UploadRenewRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *UploadRenewRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UploadRenewRequest) GetUploadId() string {
+	if x != nil {
+		return x.UploadId
+	}
+	return ""
+}
+
+func (x *UploadRenewRequest) GetParts() []*UploadPart {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+func (x *UploadRenewRequest) GetExpiresMicros() int64 {
+	if x != nil && x.ExpiresMicros != nil {
+		return *x.ExpiresMicros
+	}
+	return 0
+}
+
+type UploadUrls struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Urls                []*PartUrl             `protobuf:"bytes,1,rep,name=urls,proto3" json:"urls,omitempty"`
+	ExpiresAtUnixMicros int64                  `protobuf:"varint,2,opt,name=expires_at_unix_micros,json=expiresAtUnixMicros,proto3" json:"expires_at_unix_micros,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *UploadUrls) Reset() {
+	*x = UploadUrls{}
+	mi := &file_wire_action_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadUrls) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadUrls) ProtoMessage() {}
+
+func (x *UploadUrls) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadUrls.ProtoReflect.Descriptor instead.
+func (*UploadUrls) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *UploadUrls) GetUrls() []*PartUrl {
+	if x != nil {
+		return x.Urls
+	}
+	return nil
+}
+
+func (x *UploadUrls) GetExpiresAtUnixMicros() int64 {
+	if x != nil {
+		return x.ExpiresAtUnixMicros
+	}
+	return 0
+}
+
+// lake.upload.complete: check the parts the stage holds (numbers 1..n
+// without a gap, every part but the last of the grant's part size, the
+// sizes adding up to size) and publish the object. A part missing or of
+// the wrong size is FAILED_PRECONDITION and the upload stays, so the
+// client can send what is missing and complete again.
+type UploadCompleteRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Table    string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Key      string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	UploadId string                 `protobuf:"bytes,3,opt,name=upload_id,json=uploadId,proto3" json:"upload_id,omitempty"` // empty on a local stage
+	// The file's size: required with an upload id; on a local stage
+	// checked when present.
+	Size          *int64 `protobuf:"varint,4,opt,name=size,proto3,oneof" json:"size,omitempty"`
+	Sha256        string `protobuf:"bytes,5,opt,name=sha256,proto3" json:"sha256,omitempty"` // lowercase hex; on a local stage the service's own read decides
+	ContentType   string `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadCompleteRequest) Reset() {
+	*x = UploadCompleteRequest{}
+	mi := &file_wire_action_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadCompleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadCompleteRequest) ProtoMessage() {}
+
+func (x *UploadCompleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadCompleteRequest.ProtoReflect.Descriptor instead.
+func (*UploadCompleteRequest) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *UploadCompleteRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *UploadCompleteRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UploadCompleteRequest) GetUploadId() string {
+	if x != nil {
+		return x.UploadId
+	}
+	return ""
+}
+
+func (x *UploadCompleteRequest) GetSize() int64 {
+	if x != nil && x.Size != nil {
+		return *x.Size
+	}
+	return 0
+}
+
+func (x *UploadCompleteRequest) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *UploadCompleteRequest) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+// The FILE value of a completed upload, to append a row with.
+type UploadedFile struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	Key                  string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Size                 int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Sha256               string                 `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Etag                 string                 `protobuf:"bytes,4,opt,name=etag,proto3" json:"etag,omitempty"`
+	ContentType          string                 `protobuf:"bytes,5,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	UploadedAtUnixMicros int64                  `protobuf:"varint,6,opt,name=uploaded_at_unix_micros,json=uploadedAtUnixMicros,proto3" json:"uploaded_at_unix_micros,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *UploadedFile) Reset() {
+	*x = UploadedFile{}
+	mi := &file_wire_action_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadedFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadedFile) ProtoMessage() {}
+
+func (x *UploadedFile) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadedFile.ProtoReflect.Descriptor instead.
+func (*UploadedFile) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *UploadedFile) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UploadedFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *UploadedFile) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *UploadedFile) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+func (x *UploadedFile) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *UploadedFile) GetUploadedAtUnixMicros() int64 {
+	if x != nil {
+		return x.UploadedAtUnixMicros
+	}
+	return 0
+}
+
 var File_wire_action_proto protoreflect.FileDescriptor
 
 const file_wire_action_proto_rawDesc = "" +
@@ -2469,7 +3097,7 @@ const file_wire_action_proto_rawDesc = "" +
 	"\x06schema\x18\x04 \x01(\fR\x06schema\x12+\n" +
 	"\x05files\x18\x05 \x03(\v2\x15.lake.action.DataFileR\x05files\x127\n" +
 	"\x18committed_at_unix_micros\x18\x06 \x01(\x03R\x15committedAtUnixMicros\"\x11\n" +
-	"\x0fDiscoverRequest\"\xe2\x01\n" +
+	"\x0fDiscoverRequest\"\xa0\x02\n" +
 	"\x0fStageDescriptor\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x19\n" +
 	"\broot_uri\x18\x02 \x01(\tR\arootUri\x12\x16\n" +
@@ -2480,7 +3108,11 @@ const file_wire_action_proto_rawDesc = "" +
 	"\n" +
 	"path_style\x18\a \x01(\bR\tpathStyle\x12\x1d\n" +
 	"\n" +
-	"local_path\x18\b \x01(\tR\tlocalPath\"\x0f\n" +
+	"local_path\x18\b \x01(\tR\tlocalPath\x12\x1f\n" +
+	"\vupload_mode\x18\t \x01(\tR\n" +
+	"uploadMode\x12\x1b\n" +
+	"\tpart_size\x18\n" +
+	" \x01(\x03R\bpartSize\"\x0f\n" +
 	"\rStatusRequest\"\xdc\x01\n" +
 	"\rClusterStatus\x12\x16\n" +
 	"\x06leader\x18\x01 \x01(\tR\x06leader\x12\x1f\n" +
@@ -2600,7 +3232,62 @@ const file_wire_action_proto_rawDesc = "" +
 	"\x0f_expires_micros\"R\n" +
 	"\tObjectUrl\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x123\n" +
-	"\x16expires_at_unix_micros\x18\x02 \x01(\x03R\x13expiresAtUnixMicros*\xda\x01\n" +
+	"\x16expires_at_unix_micros\x18\x02 \x01(\x03R\x13expiresAtUnixMicros\"<\n" +
+	"\n" +
+	"UploadPart\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\"\xac\x01\n" +
+	"\aPartUrl\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\x12;\n" +
+	"\aheaders\x18\x03 \x03(\v2!.lake.action.PartUrl.HeadersEntryR\aheaders\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x02\n" +
+	"\x12UploadGrantRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1b\n" +
+	"\tfile_name\x18\x02 \x01(\tR\bfileName\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x04 \x01(\tR\x06sha256\x12!\n" +
+	"\fcontent_type\x18\x05 \x01(\tR\vcontentType\x12-\n" +
+	"\x05parts\x18\x06 \x03(\v2\x17.lake.action.UploadPartR\x05parts\x12*\n" +
+	"\x0eexpires_micros\x18\a \x01(\x03H\x00R\rexpiresMicros\x88\x01\x01B\x11\n" +
+	"\x0f_expires_micros\"\xeb\x01\n" +
+	"\vUploadGrant\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1b\n" +
+	"\tupload_id\x18\x02 \x01(\tR\buploadId\x12\x12\n" +
+	"\x04mode\x18\x03 \x01(\tR\x04mode\x12\x1b\n" +
+	"\tpart_size\x18\x04 \x01(\x03R\bpartSize\x12\x1d\n" +
+	"\n" +
+	"part_count\x18\x05 \x01(\x05R\tpartCount\x12(\n" +
+	"\x04urls\x18\x06 \x03(\v2\x14.lake.action.PartUrlR\x04urls\x123\n" +
+	"\x16expires_at_unix_micros\x18\a \x01(\x03R\x13expiresAtUnixMicros\"\xc7\x01\n" +
+	"\x12UploadRenewRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1b\n" +
+	"\tupload_id\x18\x03 \x01(\tR\buploadId\x12-\n" +
+	"\x05parts\x18\x04 \x03(\v2\x17.lake.action.UploadPartR\x05parts\x12*\n" +
+	"\x0eexpires_micros\x18\x05 \x01(\x03H\x00R\rexpiresMicros\x88\x01\x01B\x11\n" +
+	"\x0f_expires_micros\"k\n" +
+	"\n" +
+	"UploadUrls\x12(\n" +
+	"\x04urls\x18\x01 \x03(\v2\x14.lake.action.PartUrlR\x04urls\x123\n" +
+	"\x16expires_at_unix_micros\x18\x02 \x01(\x03R\x13expiresAtUnixMicros\"\xb9\x01\n" +
+	"\x15UploadCompleteRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1b\n" +
+	"\tupload_id\x18\x03 \x01(\tR\buploadId\x12\x17\n" +
+	"\x04size\x18\x04 \x01(\x03H\x00R\x04size\x88\x01\x01\x12\x16\n" +
+	"\x06sha256\x18\x05 \x01(\tR\x06sha256\x12!\n" +
+	"\fcontent_type\x18\x06 \x01(\tR\vcontentTypeB\a\n" +
+	"\x05_size\"\xba\x01\n" +
+	"\fUploadedFile\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x12\x12\n" +
+	"\x04etag\x18\x04 \x01(\tR\x04etag\x12!\n" +
+	"\fcontent_type\x18\x05 \x01(\tR\vcontentType\x125\n" +
+	"\x17uploaded_at_unix_micros\x18\x06 \x01(\x03R\x14uploadedAtUnixMicros*\xda\x01\n" +
 	"\rVerifyProblem\x12\x1e\n" +
 	"\x1aVERIFY_PROBLEM_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bVERIFY_PROBLEM_SIZE_DIFFERS\x10\x01\x12!\n" +
@@ -2622,41 +3309,50 @@ func file_wire_action_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_action_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_wire_action_proto_goTypes = []any{
-	(VerifyProblem)(0),           // 0: lake.action.VerifyProblem
-	(*CreateTableRequest)(nil),   // 1: lake.action.CreateTableRequest
-	(*TableInfo)(nil),            // 2: lake.action.TableInfo
-	(*ListTablesRequest)(nil),    // 3: lake.action.ListTablesRequest
-	(*TableList)(nil),            // 4: lake.action.TableList
-	(*DescribeTableRequest)(nil), // 5: lake.action.DescribeTableRequest
-	(*HistoryRequest)(nil),       // 6: lake.action.HistoryRequest
-	(*VersionInfo)(nil),          // 7: lake.action.VersionInfo
-	(*History)(nil),              // 8: lake.action.History
-	(*SnapshotRequest)(nil),      // 9: lake.action.SnapshotRequest
-	(*DataFile)(nil),             // 10: lake.action.DataFile
-	(*Snapshot)(nil),             // 11: lake.action.Snapshot
-	(*DiscoverRequest)(nil),      // 12: lake.action.DiscoverRequest
-	(*StageDescriptor)(nil),      // 13: lake.action.StageDescriptor
-	(*StatusRequest)(nil),        // 14: lake.action.StatusRequest
-	(*ClusterStatus)(nil),        // 15: lake.action.ClusterStatus
-	(*MemberStatus)(nil),         // 16: lake.action.MemberStatus
-	(*VerifyRequest)(nil),        // 17: lake.action.VerifyRequest
-	(*VerifyResult)(nil),         // 18: lake.action.VerifyResult
-	(*VerifyMismatch)(nil),       // 19: lake.action.VerifyMismatch
-	(*VerifyProgress)(nil),       // 20: lake.action.VerifyProgress
-	(*VerifyCursor)(nil),         // 21: lake.action.VerifyCursor
-	(*CompactRequest)(nil),       // 22: lake.action.CompactRequest
-	(*CompactResult)(nil),        // 23: lake.action.CompactResult
-	(*DeleteRequest)(nil),        // 24: lake.action.DeleteRequest
-	(*DeleteResult)(nil),         // 25: lake.action.DeleteResult
-	(*ExpireRequest)(nil),        // 26: lake.action.ExpireRequest
-	(*ExpireResult)(nil),         // 27: lake.action.ExpireResult
-	(*GcRequest)(nil),            // 28: lake.action.GcRequest
-	(*GcCount)(nil),              // 29: lake.action.GcCount
-	(*GcResult)(nil),             // 30: lake.action.GcResult
-	(*ObjectUrlRequest)(nil),     // 31: lake.action.ObjectUrlRequest
-	(*ObjectUrl)(nil),            // 32: lake.action.ObjectUrl
+	(VerifyProblem)(0),            // 0: lake.action.VerifyProblem
+	(*CreateTableRequest)(nil),    // 1: lake.action.CreateTableRequest
+	(*TableInfo)(nil),             // 2: lake.action.TableInfo
+	(*ListTablesRequest)(nil),     // 3: lake.action.ListTablesRequest
+	(*TableList)(nil),             // 4: lake.action.TableList
+	(*DescribeTableRequest)(nil),  // 5: lake.action.DescribeTableRequest
+	(*HistoryRequest)(nil),        // 6: lake.action.HistoryRequest
+	(*VersionInfo)(nil),           // 7: lake.action.VersionInfo
+	(*History)(nil),               // 8: lake.action.History
+	(*SnapshotRequest)(nil),       // 9: lake.action.SnapshotRequest
+	(*DataFile)(nil),              // 10: lake.action.DataFile
+	(*Snapshot)(nil),              // 11: lake.action.Snapshot
+	(*DiscoverRequest)(nil),       // 12: lake.action.DiscoverRequest
+	(*StageDescriptor)(nil),       // 13: lake.action.StageDescriptor
+	(*StatusRequest)(nil),         // 14: lake.action.StatusRequest
+	(*ClusterStatus)(nil),         // 15: lake.action.ClusterStatus
+	(*MemberStatus)(nil),          // 16: lake.action.MemberStatus
+	(*VerifyRequest)(nil),         // 17: lake.action.VerifyRequest
+	(*VerifyResult)(nil),          // 18: lake.action.VerifyResult
+	(*VerifyMismatch)(nil),        // 19: lake.action.VerifyMismatch
+	(*VerifyProgress)(nil),        // 20: lake.action.VerifyProgress
+	(*VerifyCursor)(nil),          // 21: lake.action.VerifyCursor
+	(*CompactRequest)(nil),        // 22: lake.action.CompactRequest
+	(*CompactResult)(nil),         // 23: lake.action.CompactResult
+	(*DeleteRequest)(nil),         // 24: lake.action.DeleteRequest
+	(*DeleteResult)(nil),          // 25: lake.action.DeleteResult
+	(*ExpireRequest)(nil),         // 26: lake.action.ExpireRequest
+	(*ExpireResult)(nil),          // 27: lake.action.ExpireResult
+	(*GcRequest)(nil),             // 28: lake.action.GcRequest
+	(*GcCount)(nil),               // 29: lake.action.GcCount
+	(*GcResult)(nil),              // 30: lake.action.GcResult
+	(*ObjectUrlRequest)(nil),      // 31: lake.action.ObjectUrlRequest
+	(*ObjectUrl)(nil),             // 32: lake.action.ObjectUrl
+	(*UploadPart)(nil),            // 33: lake.action.UploadPart
+	(*PartUrl)(nil),               // 34: lake.action.PartUrl
+	(*UploadGrantRequest)(nil),    // 35: lake.action.UploadGrantRequest
+	(*UploadGrant)(nil),           // 36: lake.action.UploadGrant
+	(*UploadRenewRequest)(nil),    // 37: lake.action.UploadRenewRequest
+	(*UploadUrls)(nil),            // 38: lake.action.UploadUrls
+	(*UploadCompleteRequest)(nil), // 39: lake.action.UploadCompleteRequest
+	(*UploadedFile)(nil),          // 40: lake.action.UploadedFile
+	nil,                           // 41: lake.action.PartUrl.HeadersEntry
 }
 var file_wire_action_proto_depIdxs = []int32{
 	2,  // 0: lake.action.TableList.tables:type_name -> lake.action.TableInfo
@@ -2671,11 +3367,16 @@ var file_wire_action_proto_depIdxs = []int32{
 	29, // 9: lake.action.GcResult.objects:type_name -> lake.action.GcCount
 	29, // 10: lake.action.GcResult.uploads:type_name -> lake.action.GcCount
 	29, // 11: lake.action.GcResult.temp_files:type_name -> lake.action.GcCount
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	41, // 12: lake.action.PartUrl.headers:type_name -> lake.action.PartUrl.HeadersEntry
+	33, // 13: lake.action.UploadGrantRequest.parts:type_name -> lake.action.UploadPart
+	34, // 14: lake.action.UploadGrant.urls:type_name -> lake.action.PartUrl
+	33, // 15: lake.action.UploadRenewRequest.parts:type_name -> lake.action.UploadPart
+	34, // 16: lake.action.UploadUrls.urls:type_name -> lake.action.PartUrl
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_wire_action_proto_init() }
@@ -2694,13 +3395,16 @@ func file_wire_action_proto_init() {
 	file_wire_action_proto_msgTypes[25].OneofWrappers = []any{}
 	file_wire_action_proto_msgTypes[27].OneofWrappers = []any{}
 	file_wire_action_proto_msgTypes[30].OneofWrappers = []any{}
+	file_wire_action_proto_msgTypes[34].OneofWrappers = []any{}
+	file_wire_action_proto_msgTypes[36].OneofWrappers = []any{}
+	file_wire_action_proto_msgTypes[38].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_action_proto_rawDesc), len(file_wire_action_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

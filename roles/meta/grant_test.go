@@ -1,0 +1,334 @@
+package meta
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/internal/s3test"
+	"github.com/lakedata/lake/internal/wiretest"
+	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/objects/s3"
+	"github.com/lakedata/lake/wire"
+	"github.com/lakedata/lake/wire/lakepb"
+)
+
+// lockedBuffer is a log sink a test reads while the service writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// s3Meta is a metadata service on an S3 stage (versitygw), with 5 MiB
+// parts, logging at debug level into logs.
+type s3Meta struct {
+	svc   *Service
+	fc    flight.Client
+	store *s3.Store
+	logs  *lockedBuffer
+}
+
+func newS3Meta(t *testing.T) *s3Meta {
+	t.Helper()
+	gw := s3test.Start(t)
+	gw.SetEnv(t)
+	bucket := gw.NewBucket(t)
+	sc := s3.DefaultConfig()
+	sc.Bucket, sc.Prefix, sc.Endpoint, sc.PathStyle, sc.PartSize = bucket, "lake", gw.Endpoint, true, 5<<20
+	store, err := s3.Open(t.Context(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	cfg := DefaultConfig()
+	cfg.Listen, cfg.DataDir = "127.0.0.1:0", filepath.Join(t.TempDir(), "data")
+	cfg.Stage, cfg.StageURI = store, "s3://"+bucket+"/lake"
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	svc, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc, err := flightrpc.Dial(svc.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		fc.Close()
+		if err := svc.Close(context.Background()); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		store.Close()
+	})
+	m := &s3Meta{svc: svc, fc: fc, store: store, logs: logs}
+	var info lakepb.TableInfo
+	if err := flightrpc.Action(context.Background(), fc, wire.ActionCreateTable, &lakepb.CreateTableRequest{Name: "clips", Schema: wire.EncodeSchema(wire.DefaultSchema())}, &info); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// httpPut PUTs body to a part URL from a client that knows nothing of
+// AWS, and returns the status. Errors are not shown: they would name the
+// URL.
+func httpPut(t *testing.T, hc *http.Client, pu *lakepb.PartUrl, body []byte) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, pu.GetUrl(), bytes.NewReader(body))
+	if err != nil {
+		t.Fatal("building the PUT failed")
+	}
+	for k, v := range pu.GetHeaders() {
+		req.Header.Set(k, v)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal("the PUT failed")
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func hexOf(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// An upload through a grant, end to end on versitygw: the leader chooses
+// the key and signs part URLs bound to each part's SHA-256; a plain HTTP
+// client PUTs the parts; a part with other bytes is refused by the
+// gateway; completing with a part missing fails and leaves the upload to
+// be finished; renewed URLs finish it; completion answers a FILE value an
+// append accepts. No URL reaches the log.
+func TestUploadGrantOnS3(t *testing.T) {
+	m := newS3Meta(t)
+	ctx := context.Background()
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+
+	data := make([]byte, 5<<20+1234)
+	rand.Read(data)
+	p1, p2 := data[:5<<20], data[5<<20:]
+	var g lakepb.UploadGrant
+	err := flightrpc.Action(ctx, m.fc, wire.ActionUploadGrant, &lakepb.UploadGrantRequest{
+		Table: "clips", FileName: "clip.mp4", Size: int64(len(data)), Sha256: hexOf(data), ContentType: "video/mp4",
+		Parts: []*lakepb.UploadPart{{Number: 1, Sha256: hexOf(p1)}, {Number: 2, Sha256: hexOf(p2)}},
+	}, &g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(g.GetKey(), "objects/") || !strings.HasSuffix(g.GetKey(), "-clip.mp4") || g.GetUploadId() == "" ||
+		g.GetMode() != UploadPresigned || g.GetPartSize() != 5<<20 || g.GetPartCount() != 2 || len(g.GetUrls()) != 2 {
+		t.Fatalf("grant: key %q, mode %q, part size %d, %d parts, %d URLs", g.GetKey(), g.GetMode(), g.GetPartSize(), g.GetPartCount(), len(g.GetUrls()))
+	}
+	if at := time.UnixMicro(g.GetExpiresAtUnixMicros()); at.Before(time.Now().Add(10*time.Minute)) || at.After(time.Now().Add(16*time.Minute)) {
+		t.Errorf("the URLs expire at %v, want in about 15 minutes", at)
+	}
+	var signatures []string
+	for _, u := range g.GetUrls() {
+		pu, err := url.Parse(u.GetUrl())
+		if err != nil || pu.Query().Get("X-Amz-Signature") == "" {
+			t.Fatal("a part URL carries no signature")
+		}
+		signatures = append(signatures, pu.Query().Get("X-Amz-Signature"))
+	}
+	byNumber := map[int32]*lakepb.PartUrl{}
+	for _, u := range g.GetUrls() {
+		byNumber[u.GetNumber()] = u
+	}
+
+	// Part 2 with other bytes: the gateway checks the signed checksum.
+	wrong := bytes.Clone(p2)
+	wrong[100] ^= 0xff
+	if code := httpPut(t, hc, byNumber[2], wrong); code/100 != 4 {
+		t.Errorf("part 2 with wrong bytes: status %d, want 4xx", code)
+	}
+	// Part 1's URL does not take part 2's bytes either.
+	if code := httpPut(t, hc, byNumber[1], p2); code/100 != 4 {
+		t.Errorf("part 2's bytes on part 1's URL: status %d, want 4xx", code)
+	}
+	if code := httpPut(t, hc, byNumber[1], p1); code != http.StatusOK {
+		t.Fatalf("part 1: status %d", code)
+	}
+
+	complete := &lakepb.UploadCompleteRequest{Table: "clips", Key: g.GetKey(), UploadId: g.GetUploadId(), Size: ptr(int64(len(data))), Sha256: hexOf(data), ContentType: "video/mp4"}
+	var file lakepb.UploadedFile
+	err = wire.FromStatus(flightrpc.Action(ctx, m.fc, wire.ActionUploadComplete, complete, &file))
+	if !errors.Is(err, wire.ErrUploadIncomplete) || status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "[2]") {
+		t.Fatalf("complete with part 2 missing: %v, want FailedPrecondition naming part 2", err)
+	}
+	// A size that does not fit the parts is refused the same way.
+	short := &lakepb.UploadCompleteRequest{Table: "clips", Key: g.GetKey(), UploadId: g.GetUploadId(), Size: ptr(int64(len(p1) - 1)), Sha256: hexOf(data)}
+	if err := wire.FromStatus(flightrpc.Action(ctx, m.fc, wire.ActionUploadComplete, short, &file)); !errors.Is(err, wire.ErrUploadIncomplete) {
+		t.Fatalf("complete with a size the parts do not make: %v", err)
+	}
+
+	// Fresh URLs for part 2, with a short life.
+	var renewed lakepb.UploadUrls
+	err = flightrpc.Action(ctx, m.fc, wire.ActionUploadRenew, &lakepb.UploadRenewRequest{
+		Table: "clips", Key: g.GetKey(), UploadId: g.GetUploadId(), Parts: []*lakepb.UploadPart{{Number: 2, Sha256: hexOf(p2)}}, ExpiresMicros: ptr(int64(time.Minute / time.Microsecond)),
+	}, &renewed)
+	if err != nil || len(renewed.GetUrls()) != 1 || renewed.GetUrls()[0].GetNumber() != 2 {
+		t.Fatalf("renew: %d URLs, %v", len(renewed.GetUrls()), err)
+	}
+	if pu, err := url.Parse(renewed.GetUrls()[0].GetUrl()); err == nil {
+		signatures = append(signatures, pu.Query().Get("X-Amz-Signature"))
+	}
+	if code := httpPut(t, hc, renewed.GetUrls()[0], p2); code != http.StatusOK {
+		t.Fatalf("part 2 through the renewed URL: status %d", code)
+	}
+	if err := flightrpc.Action(ctx, m.fc, wire.ActionUploadComplete, complete, &file); err != nil {
+		t.Fatal(err)
+	}
+	if file.GetKey() != g.GetKey() || file.GetSize() != int64(len(data)) || file.GetSha256() != hexOf(data) || file.GetContentType() != "video/mp4" || file.GetEtag() == "" {
+		t.Fatalf("completed: %v", &file)
+	}
+	got, err := objects.ReadAll(ctx, m.store, g.GetKey())
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the object is not the file: %v", err)
+	}
+	// Completing again (a lost answer, retried) answers the same file.
+	var again lakepb.UploadedFile
+	if err := flightrpc.Action(ctx, m.fc, wire.ActionUploadComplete, complete, &again); err != nil || again.GetKey() != file.GetKey() || again.GetSize() != file.GetSize() {
+		t.Fatalf("complete again: %v, %v", &again, err)
+	}
+
+	// The FILE value makes a row.
+	v := wire.FileValue{Key: file.GetKey(), Size: file.GetSize(), SHA256: file.GetSha256(), ContentType: file.GetContentType(), ETag: file.GetEtag(), UploadedAt: time.UnixMicro(file.GetUploadedAtUnixMicros())}
+	rec := wiretest.FileRows([]string{"clip.mp4"}, []wire.FileValue{v})
+	defer rec.Release()
+	res, err := flightrpc.Append(ctx, m.fc, &lakepb.Append{Table: "clips", CommitId: "granted-1"}, rec.Schema(), []arrow.RecordBatch{rec})
+	if err != nil || res.GetVersion() != 1 {
+		t.Fatalf("append of the granted file: %v, %v", res, err)
+	}
+
+	// Renewing or completing an upload that is gone: not found.
+	err = wire.FromStatus(flightrpc.Action(ctx, m.fc, wire.ActionUploadRenew, &lakepb.UploadRenewRequest{Table: "clips", Key: g.GetKey(), UploadId: g.GetUploadId()}, &renewed))
+	if !errors.Is(err, wire.ErrUploadNotFound) || status.Code(err) != codes.NotFound {
+		t.Errorf("renew of a completed upload: %v, want NotFound", err)
+	}
+	// Asking for URLs longer than --upload-url-expiry: refused.
+	err = wire.FromStatus(flightrpc.Action(ctx, m.fc, wire.ActionUploadGrant, &lakepb.UploadGrantRequest{
+		Table: "clips", FileName: "x", Size: 1, Sha256: hexOf([]byte("x")), ExpiresMicros: ptr(int64(time.Hour / time.Microsecond)),
+	}, &g))
+	if !errors.Is(err, wire.ErrInvalidRequest) {
+		t.Errorf("a grant of hour-long URLs: %v, want InvalidArgument", err)
+	}
+
+	logs := m.logs.String()
+	if !strings.Contains(logs, "upload granted") {
+		t.Fatal("the service logged no grant; the log check below would prove nothing")
+	}
+	for _, sig := range signatures {
+		if sig == "" || strings.Contains(logs, sig) {
+			t.Fatal("a part URL's signature is in the service's log, or a URL had none")
+		}
+	}
+}
+
+// An empty file is one empty part.
+func TestUploadGrantEmptyFile(t *testing.T) {
+	m := newS3Meta(t)
+	ctx := context.Background()
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	var g lakepb.UploadGrant
+	if err := flightrpc.Action(ctx, m.fc, wire.ActionUploadGrant, &lakepb.UploadGrantRequest{
+		Table: "clips", FileName: "empty", Size: 0, Sha256: hexOf(nil), Parts: []*lakepb.UploadPart{{Number: 1, Sha256: hexOf(nil)}},
+	}, &g); err != nil {
+		t.Fatal(err)
+	}
+	if g.GetPartCount() != 1 || len(g.GetUrls()) != 1 {
+		t.Fatalf("grant of an empty file: %d parts, %d URLs", g.GetPartCount(), len(g.GetUrls()))
+	}
+	if code := httpPut(t, hc, g.GetUrls()[0], nil); code != http.StatusOK {
+		t.Fatalf("the empty part: status %d", code)
+	}
+	var file lakepb.UploadedFile
+	if err := flightrpc.Action(ctx, m.fc, wire.ActionUploadComplete, &lakepb.UploadCompleteRequest{Table: "clips", Key: g.GetKey(), UploadId: g.GetUploadId(), Size: ptr(int64(0)), Sha256: hexOf(nil)}, &file); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := m.store.Stat(ctx, g.GetKey()); err != nil || info.Size != 0 {
+		t.Fatalf("the empty object: %+v, %v", info, err)
+	}
+}
+
+// The mode lake.discover reports: presigned on S3 unless the operator
+// allows direct uploads, local on a local stage.
+func TestUploadMode(t *testing.T) {
+	m := newS3Meta(t)
+	if mode, ps := UploadMode(&lakepb.StageDescriptor{Kind: objects.KindS3}, m.store, false); mode != UploadPresigned || ps != 5<<20 {
+		t.Errorf("S3: %s, %d", mode, ps)
+	}
+	if mode, _ := UploadMode(&lakepb.StageDescriptor{Kind: objects.KindS3}, m.store, true); mode != UploadDirect {
+		t.Errorf("S3 with direct uploads: %s", mode)
+	}
+	f := newFixture(t)
+	if mode, ps := UploadMode(&lakepb.StageDescriptor{Kind: objects.KindLocal}, f.stage, false); mode != UploadLocal || ps != 0 {
+		t.Errorf("local: %s, %d", mode, ps)
+	}
+}
+
+// On a local stage a grant names the key; the client writes the file
+// there, and completion answers the FILE value with the SHA-256 the
+// service read, refusing a claim the bytes do not bear out.
+func TestUploadGrantLocal(t *testing.T) {
+	f := newFixture(t)
+	f.createTable("clips")
+	ctx := context.Background()
+	content := []byte("local bytes")
+	var g lakepb.UploadGrant
+	if err := flightrpc.Action(ctx, f.fc, wire.ActionUploadGrant, &lakepb.UploadGrantRequest{Table: "clips", FileName: "a.bin", Size: int64(len(content)), Sha256: hexOf(content)}, &g); err != nil {
+		t.Fatal(err)
+	}
+	if g.GetMode() != UploadLocal || g.GetUploadId() != "" || len(g.GetUrls()) != 0 || !strings.HasPrefix(g.GetKey(), "objects/") {
+		t.Fatalf("local grant: %v", &g)
+	}
+	complete := &lakepb.UploadCompleteRequest{Table: "clips", Key: g.GetKey(), Size: ptr(int64(len(content))), Sha256: hexOf(content)}
+	var file lakepb.UploadedFile
+	if err := wire.FromStatus(flightrpc.Action(ctx, f.fc, wire.ActionUploadComplete, complete, &file)); !errors.Is(err, wire.ErrObjectMissing) {
+		t.Fatalf("complete before the file is there: %v", err)
+	}
+	if _, err := f.stage.Put(ctx, g.GetKey(), bytes.NewReader(content), objects.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := flightrpc.Action(ctx, f.fc, wire.ActionUploadComplete, complete, &file); err != nil || file.GetSha256() != hexOf(content) || file.GetSize() != int64(len(content)) {
+		t.Fatalf("complete: %v, %v", &file, err)
+	}
+	lie := &lakepb.UploadCompleteRequest{Table: "clips", Key: g.GetKey(), Sha256: hexOf([]byte("other"))}
+	if err := wire.FromStatus(flightrpc.Action(ctx, f.fc, wire.ActionUploadComplete, lie, &file)); !errors.Is(err, wire.ErrChecksumMismatch) {
+		t.Fatalf("complete with a false sha256: %v", err)
+	}
+	if err := wire.FromStatus(flightrpc.Action(ctx, f.fc, wire.ActionUploadComplete, &lakepb.UploadCompleteRequest{Table: "clips", Key: g.GetKey(), UploadId: "x"}, &file)); !errors.Is(err, wire.ErrInvalidRequest) {
+		t.Fatalf("an upload id on a local stage: %v", err)
+	}
+}
