@@ -102,10 +102,7 @@ func takeFiles(have map[string]bool, keys []string, t *table, version int64) err
 // with the same rows. A table with fewer than two small files is left as
 // it is.
 func (s *Service) Compact(ctx context.Context, name string) (*lakepb.CompactResult, error) {
-	if !s.canCommit() {
-		return nil, errNotLeading
-	}
-	t, err := s.table(ctx, name)
+	t, err := s.leaderTable(ctx, name)
 	if err != nil {
 		return nil, err
 	}

@@ -70,10 +70,7 @@ func (s *Service) Delete(ctx context.Context, req *lakepb.DeleteRequest) (*lakep
 	if err := deleteCheck(req); err != nil {
 		return nil, err
 	}
-	if !s.canCommit() {
-		return nil, errNotLeading
-	}
-	t, err := s.table(ctx, req.GetTable())
+	t, err := s.leaderTable(ctx, req.GetTable())
 	if err != nil {
 		return nil, err
 	}

@@ -45,10 +45,7 @@ func (s *Service) Expire(ctx context.Context, req *lakepb.ExpireRequest) (*lakep
 	if err := expireCheck(req); err != nil {
 		return nil, err
 	}
-	if !s.canCommit() {
-		return nil, errNotLeading
-	}
-	t, err := s.table(ctx, req.GetTable())
+	t, err := s.leaderTable(ctx, req.GetTable())
 	if err != nil {
 		return nil, err
 	}

@@ -83,10 +83,7 @@ func (s *Service) UploadGrant(ctx context.Context, req *lakepb.UploadGrantReques
 	if err != nil {
 		return nil, err
 	}
-	if !s.canCommit() {
-		return nil, errNotLeading
-	}
-	t, err := s.table(ctx, req.GetTable())
+	t, err := s.leaderTable(ctx, req.GetTable())
 	if err != nil {
 		return nil, err
 	}
@@ -166,10 +163,7 @@ func (s *Service) UploadComplete(ctx context.Context, req *lakepb.UploadComplete
 	if err := completeCheck(req); err != nil {
 		return nil, err
 	}
-	if !s.canCommit() {
-		return nil, errNotLeading
-	}
-	t, err := s.table(ctx, req.GetTable())
+	t, err := s.leaderTable(ctx, req.GetTable())
 	if err != nil {
 		return nil, err
 	}

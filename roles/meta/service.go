@@ -236,6 +236,15 @@ func (s *Service) table(ctx context.Context, name string) (*table, error) {
 	return s.reg.find(ctx, name, !s.canCommit())
 }
 
+// leaderTable finds the table a change on the leader is for: errNotLeading
+// on any other node (whose caller forwards the change).
+func (s *Service) leaderTable(ctx context.Context, name string) (*table, error) {
+	if !s.canCommit() {
+		return nil, errNotLeading
+	}
+	return s.table(ctx, name)
+}
+
 func (s *Service) existing(t *table, ifNotExists bool) (*lakepb.TableInfo, error) {
 	if !ifNotExists {
 		return nil, fmt.Errorf("%w: %q", wire.ErrTableExists, t.name)
