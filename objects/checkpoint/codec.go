@@ -40,17 +40,7 @@ func Encode(cp *Checkpoint) ([]byte, error) {
 	if c.Parts == nil {
 		c.Parts = []Part{} // "parts": [], not null
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // content types stay readable
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(&c); err != nil {
-		return nil, invalid("encode: %v", err)
-	}
-	if buf.Len() > MaxSize {
-		return nil, invalid("encoded size %d bytes, at most %d", buf.Len(), MaxSize)
-	}
-	return buf.Bytes(), nil
+	return encodeLimited(&c, MaxSize, true)
 }
 
 // Decode parses a checkpoint file strictly and validates it. It accepts
@@ -64,35 +54,18 @@ func Encode(cp *Checkpoint) ([]byte, error) {
 // also matches ErrInvalid). Times are returned in UTC and an empty part
 // list as nil. Errors give byte offsets and field names, never the text.
 func Decode(b []byte) (*Checkpoint, error) {
-	if len(b) > MaxSize {
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrCorrupt, len(b), MaxSize)
-	}
-	if !utf8.Valid(b) {
-		return nil, fmt.Errorf("%w: not valid UTF-8", ErrCorrupt)
-	}
-	sc := newScanner(b, fieldNames, maxDepth)
-	if err := sc.document(); err != nil {
+	sc, v, err := scanStrict(b, MaxSize, fieldNames, maxDepth, func(v int64) error {
+		if v != 1 && v != Version {
+			return fmt.Errorf("%w %d (this lake reads versions 1 and %d)", ErrUnknownVersion, v, Version)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	if sc.version == nil {
-		return nil, fmt.Errorf("%w: no version field", ErrCorrupt)
-	}
-	v, err := strconv.ParseInt(sc.version.String(), 10, 64)
-	if err != nil || v < 1 {
-		return nil, fmt.Errorf("%w: version is not a positive integer", ErrCorrupt)
-	}
-	if v != 1 && v != Version {
-		return nil, fmt.Errorf("%w %d (this lake reads versions 1 and %d)", ErrUnknownVersion, v, Version)
-	}
-	if sc.unknownAt >= 0 {
-		return nil, fmt.Errorf("%w: unknown field at byte %d", ErrCorrupt, sc.unknownAt)
-	}
-
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var cp Checkpoint
-	if err := dec.Decode(&cp); err != nil {
-		return nil, sanitize(err)
+	if err := decodeStrict(b, &cp); err != nil {
+		return nil, err
 	}
 	switch {
 	case v == 1 && sc.kindSeen:
@@ -134,6 +107,69 @@ func sanitize(err error) error {
 	}
 	// Unknown field at the wrong level, or a malformed time.
 	return fmt.Errorf("%w: does not match the checkpoint format", ErrCorrupt)
+}
+
+// scanStrict is the first half of a strict decode shared by the formats
+// of this package: at most maxSize bytes of valid UTF-8, one JSON
+// document of the format's field names and depth, a positive integer
+// "version" that known accepts (checked before the fields, so a newer
+// format is never called corrupt), and no unknown field. It returns the
+// scanner, for what it saw, and the version.
+func scanStrict(b []byte, maxSize int, names map[string]bool, depth int, known func(v int64) error) (*scanner, int64, error) {
+	if len(b) > maxSize {
+		return nil, 0, fmt.Errorf("%w: %d bytes, at most %d", ErrCorrupt, len(b), maxSize)
+	}
+	if !utf8.Valid(b) {
+		return nil, 0, fmt.Errorf("%w: not valid UTF-8", ErrCorrupt)
+	}
+	sc := newScanner(b, names, depth)
+	if err := sc.document(); err != nil {
+		return nil, 0, err
+	}
+	if sc.version == nil {
+		return nil, 0, fmt.Errorf("%w: no version field", ErrCorrupt)
+	}
+	v, err := strconv.ParseInt(sc.version.String(), 10, 64)
+	if err != nil || v < 1 {
+		return nil, 0, fmt.Errorf("%w: version is not a positive integer", ErrCorrupt)
+	}
+	if err := known(v); err != nil {
+		return nil, 0, err
+	}
+	if sc.unknownAt >= 0 {
+		return nil, 0, fmt.Errorf("%w: unknown field at byte %d", ErrCorrupt, sc.unknownAt)
+	}
+	return sc, v, nil
+}
+
+// decodeStrict decodes b into v, refusing unknown fields, with errors
+// that never quote the text.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return sanitize(err)
+	}
+	return nil
+}
+
+// encodeLimited encodes v as JSON (indented when indent is set, HTML
+// left alone so content types stay readable) and refuses a result over
+// maxSize, which its decoder would refuse.
+func encodeLimited(v any, maxSize int, indent bool) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
+	if err := enc.Encode(v); err != nil {
+		return nil, invalid("encode: %v", err)
+	}
+	if buf.Len() > maxSize {
+		return nil, invalid("encoded size %d bytes, at most %d", buf.Len(), maxSize)
+	}
+	return buf.Bytes(), nil
 }
 
 // scanner walks the token stream once before the real decode: it checks

@@ -1,10 +1,8 @@
 package checkpoint
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -285,16 +283,7 @@ func EncodeRun(r *Run) ([]byte, error) {
 		}
 		c.Pending[i] = RunBatch{CommitID: b.CommitID, Files: files}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&c); err != nil {
-		return nil, invalid("encode: %v", err)
-	}
-	if buf.Len() > RunMaxSize {
-		return nil, invalid("encoded size %d bytes, at most %d", buf.Len(), RunMaxSize)
-	}
-	return buf.Bytes(), nil
+	return encodeLimited(&c, RunMaxSize, false)
 }
 
 // DecodeRun parses a run checkpoint as strictly as Decode parses an
@@ -304,34 +293,18 @@ func EncodeRun(r *Run) ([]byte, error) {
 // Validate failure → ErrCorrupt. Times come back in UTC, empty lists as
 // nil. Errors give byte offsets and field names, never the text.
 func DecodeRun(b []byte) (*Run, error) {
-	if len(b) > RunMaxSize {
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrCorrupt, len(b), RunMaxSize)
-	}
-	if !utf8.Valid(b) {
-		return nil, fmt.Errorf("%w: not valid UTF-8", ErrCorrupt)
-	}
-	sc := newScanner(b, runFieldNames, runMaxDepth)
-	if err := sc.document(); err != nil {
+	_, _, err := scanStrict(b, RunMaxSize, runFieldNames, runMaxDepth, func(v int64) error {
+		if v != RunVersion {
+			return fmt.Errorf("%w %d (this lake reads run version %d)", ErrUnknownVersion, v, RunVersion)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	if sc.version == nil {
-		return nil, fmt.Errorf("%w: no version field", ErrCorrupt)
-	}
-	v, err := strconv.ParseInt(sc.version.String(), 10, 64)
-	if err != nil || v < 1 {
-		return nil, fmt.Errorf("%w: version is not a positive integer", ErrCorrupt)
-	}
-	if v != RunVersion {
-		return nil, fmt.Errorf("%w %d (this lake reads run version %d)", ErrUnknownVersion, v, RunVersion)
-	}
-	if sc.unknownAt >= 0 {
-		return nil, fmt.Errorf("%w: unknown field at byte %d", ErrCorrupt, sc.unknownAt)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var r Run
-	if err := dec.Decode(&r); err != nil {
-		return nil, sanitize(err)
+	if err := decodeStrict(b, &r); err != nil {
+		return nil, err
 	}
 	r.UpdatedAt = r.UpdatedAt.UTC()
 	if len(r.Pending) == 0 {
