@@ -1,16 +1,13 @@
 package e2e
 
 import (
-	"fmt"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lakedata/lake/client"
 	"github.com/lakedata/lake/internal/freeport"
-	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/roles/meta"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -40,28 +37,7 @@ func compactionCrashBeforeItsRecord(t *testing.T, stage compactStage) {
 	endpoint := "grpc://" + q.Addr()
 	ctx := withTimeout(t, 3*time.Minute)
 	seed := seedTable(t, ctx, endpoint)
-	var wg sync.WaitGroup
-	for w := range writers {
-		cl, err := client.Connect(ctx, endpoint)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range each {
-				rec := wiretest.FileRow(fmt.Sprintf("w%d-%03d", w, i), seed)
-				_, err := cl.Append(ctx, "clips", rec, client.AppendOptions{})
-				rec.Release()
-				if err != nil {
-					t.Errorf("writer %d append %d: %v", w, i, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	appendRows(t, ctx, endpoint, "clips", seed, writers, each)
 	if t.Failed() {
 		return
 	}

@@ -1,19 +1,16 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lakedata/lake/client"
-	"github.com/lakedata/lake/internal/wiretest"
 )
 
 // TestCompactionBesideAppends: against meta and query as processes, on a
@@ -73,28 +70,7 @@ func compactionBesideAppends(t *testing.T, stage compactStage) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
-	var wg sync.WaitGroup
-	for w := range writers {
-		cl, err := client.Connect(ctx, endpoint)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range each {
-				rec := wiretest.FileRow(fmt.Sprintf("w%d-%03d", w, i), put.File)
-				_, err := cl.Append(ctx, "clips", rec, client.AppendOptions{})
-				rec.Release()
-				if err != nil {
-					t.Errorf("writer %d append %d: %v", w, i, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	appendRows(t, ctx, endpoint, "clips", put.File, writers, each)
 	close(stop)
 	if n := <-compacted; n < 2 {
 		t.Errorf("lake table compact merged files %d times beside the appends", n)

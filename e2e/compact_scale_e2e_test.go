@@ -1,16 +1,12 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lakedata/lake/client"
-	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/roles/meta"
 )
 
@@ -42,29 +38,7 @@ func compactionBoundsFiles(t *testing.T, stage compactStage, appends int) {
 	endpoint := "grpc://" + p.Addr()
 	ctx := withTimeout(t, 5*time.Minute)
 	seed := seedTable(t, ctx, endpoint) // version 1, the first row
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range clients {
-		cl, err := client.Connect(ctx, endpoint)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := next.Add(1); i <= int64(appends); i = next.Add(1) {
-				rec := wiretest.FileRow(fmt.Sprintf("r%05d", i), seed)
-				_, err := cl.Append(ctx, "clips", rec, client.AppendOptions{})
-				rec.Release()
-				if err != nil {
-					t.Errorf("append %d: %v", i, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	appendRows(t, ctx, endpoint, "clips", seed, clients, appends/clients)
 	if t.Failed() {
 		return
 	}

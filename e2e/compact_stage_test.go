@@ -2,13 +2,18 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 
+	"github.com/lakedata/lake/client"
 	"github.com/lakedata/lake/internal/s3test"
+	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/layout"
 	"github.com/lakedata/lake/objects/stageopen"
+	"github.com/lakedata/lake/wire"
 )
 
 // compactStage is the stage a compaction test's meta role writes to: a
@@ -72,4 +77,34 @@ func dataFiles(t *testing.T, st objects.Store, tableID string) map[string]bool {
 		keys[info.Key] = true
 	}
 	return keys
+}
+
+// appendRows has writers clients append each one-row records, all naming
+// the object of seed, to table, one append at a time (the meta role
+// groups what arrives together). Row names are distinct: w<writer>-<n>.
+// A failed append fails t; appendRows returns when every writer is done.
+func appendRows(t testing.TB, ctx context.Context, endpoint, table string, seed wire.FileValue, writers, each int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for w := range writers {
+		cl, err := client.Connect(ctx, endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				rec := wiretest.FileRow(fmt.Sprintf("w%d-%05d", w, i), seed)
+				_, err := cl.Append(ctx, table, rec, client.AppendOptions{})
+				rec.Release()
+				if err != nil {
+					t.Errorf("writer %d append %d: %v", w, i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
