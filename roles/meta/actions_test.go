@@ -15,7 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lakedata/lake/internal/etcdtest"
-	"github.com/lakedata/lake/internal/freeport"
 	"github.com/lakedata/lake/internal/wiretest"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
@@ -186,14 +185,7 @@ func (s *recordingStream) RecvMsg(m any) error {
 func TestFollowerForwardsMutatingActions(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	var onLeader forwardedActions
-	leader := &fixture{t: t, opts: []grpc.ServerOption{onLeader.option()}}
-	base := newFixture(t) // for its stage only
-	base.stop()
-	leader.stage = base.stage
-	leader.dataDir = t.TempDir()
-	leader.etcd, leader.listen = etcd.Endpoint, freeport.MustAddr(t)
-	leader.start()
-	t.Cleanup(leader.stop)
+	leader := newMemberWith(t, etcd.Endpoint, nil, func(f *fixture) { f.opts = []grpc.ServerOption{onLeader.option()} })
 	waitFor(t, "the first node to lead", func() bool { return leader.svc.canCommit() })
 	follower := newMember(t, etcd.Endpoint, leader)
 	waitFor(t, "the follower to learn the leader", func() bool { return follower.svc.cluster.Leader() == leader.listen })
