@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -43,7 +42,6 @@ func writeTokenFile(t *testing.T, dir, name string, lines ...string) string {
 // returns its stdout, stderr and exit status.
 func runAs(t *testing.T, endpoint, token string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(lakeBin, append(args, "--endpoint", endpoint)...)
 	env := []string{"AWS_EC2_METADATA_DISABLED=true"}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "LAKE_TOKEN=") {
@@ -53,19 +51,7 @@ func runAs(t *testing.T, endpoint, token string, args ...string) (string, string
 	if token != "" {
 		env = append(env, "LAKE_TOKEN="+token)
 	}
-	cmd.Env = env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return stdout.String(), stderr.String(), 0
-	case errors.As(err, &exit):
-		return stdout.String(), stderr.String(), exit.ExitCode()
-	}
-	t.Fatalf("lake %s: %v", strings.Join(args, " "), err)
-	return "", "", -1
+	return runLakeExitEnv(t, env, endpoint, args...)
 }
 
 // scopeDeployment is a running lake with scoped tokens: endpoint is where

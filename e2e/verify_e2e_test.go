@@ -27,7 +27,15 @@ import (
 // stdout, stderr and exit status.
 func runLakeExit(t *testing.T, endpoint string, args ...string) (string, string, int) {
 	t.Helper()
+	return runLakeExitEnv(t, nil, endpoint, args...)
+}
+
+// runLakeExitEnv is runLakeExit in the environment env (nil: this
+// process's).
+func runLakeExitEnv(t *testing.T, env []string, endpoint string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(lakeBin, append(args, "--endpoint", endpoint)...)
+	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
