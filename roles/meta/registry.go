@@ -247,15 +247,30 @@ func (r *registry) catchUp(ctx context.Context, t *table, last int64) error {
 	if last >= 0 && head >= last {
 		return nil // applied meanwhile
 	}
+	var raws [][]byte
+	var recs []*logRecord
+	if last < 0 && head > 0 {
+		// A table this node has followed: the log usually ends at the
+		// head (a start with its index, a gc), so one read settles it
+		// before the hint is worth reading.
+		raw, rec, err := r.stage.readRecord(ctx, t.id, head+1)
+		if errors.Is(err, objects.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("meta: catch up table %q: %w", t.name, err)
+		}
+		raws, recs = append(raws, raw), append(recs, rec)
+	}
 	if last < 0 || last-head > jumpAfter {
 		if err := r.jumpFromStage(ctx, t); err != nil {
 			return err
 		}
-		head = t.row().Head
+		if h := t.row().Head; h != head {
+			head, raws, recs = h, raws[:0], recs[:0] // the probed record is below the checkpoint
+		}
 	}
-	var raws [][]byte
-	var recs []*logRecord
-	for v := head + 1; last < 0 || v <= last; v++ {
+	for v := head + int64(len(recs)) + 1; last < 0 || v <= last; v++ {
 		raw, rec, err := r.stage.readRecord(ctx, t.id, v)
 		if errors.Is(err, objects.ErrNotFound) {
 			break
