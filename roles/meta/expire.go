@@ -126,7 +126,7 @@ func (s *Service) startExpirer() {
 				continue
 			}
 			for _, t := range s.reg.all() {
-				req := &lakepb.ExpireRequest{Table: t.name, OlderThanMicros: ptrTo(s.cfg.Retention.Microseconds())}
+				req := &lakepb.ExpireRequest{Table: t.name, OlderThanMicros: new(s.cfg.Retention.Microseconds())}
 				if _, err := s.Expire(s.ctx, req); err != nil && s.ctx.Err() == nil {
 					s.log.Warn("scheduled expiry failed", "table", t.name, "err", err)
 				}
@@ -134,5 +134,3 @@ func (s *Service) startExpirer() {
 		}
 	}()
 }
-
-func ptrTo[T any](v T) *T { return &v }
