@@ -123,12 +123,7 @@ func (s *Service) Delete(ctx context.Context, req *lakepb.DeleteRequest) (*lakep
 // holding a row with one of keys, without those rows. Every key must be
 // found.
 func (s *Service) planDelete(ctx context.Context, t *table, files []*lakepb.DataFile, keys map[string]bool) (*deletion, error) {
-	var fileCols []int
-	for i, f := range t.schema.Fields() {
-		if wire.IsFileField(f) {
-			fileCols = append(fileCols, i)
-		}
-	}
+	fileCols := t.fileCols
 	if len(fileCols) == 0 {
 		return nil, fmt.Errorf("%w: the table has no FILE column", wire.ErrInvalidRequest)
 	}

@@ -335,12 +335,7 @@ func (s *Service) addDataFile(ctx context.Context, t *table, key string, refs *r
 		return nil
 	}
 	refs.dataFiles[key] = true
-	var fileCols []int
-	for i, f := range t.schema.Fields() {
-		if wire.IsFileField(f) {
-			fileCols = append(fileCols, i)
-		}
-	}
+	fileCols := t.fileCols
 	if len(fileCols) == 0 {
 		return nil
 	}

@@ -124,7 +124,7 @@ func newTable(id, name string, schemaRaw []byte, createdAt time.Time) (*table, e
 	if err != nil {
 		return nil, fmt.Errorf("meta: table %q: %w", name, err)
 	}
-	return &table{id: id, name: name, schema: schema, schemaRaw: schemaRaw, createdAt: createdAt}, nil
+	return &table{id: id, name: name, schema: schema, schemaRaw: schemaRaw, fileCols: fileColumns(schema), createdAt: createdAt}, nil
 }
 
 // add makes t findable, once started has run for it.

@@ -221,7 +221,7 @@ func (s *Service) writeTable(ctx context.Context, name string, schema *arrow.Sch
 	if err != nil {
 		return nil, fmt.Errorf("meta: create %q: write catalog entry: %w", name, err)
 	}
-	t := &table{id: id, name: name, schema: schema, schemaRaw: schemaRaw, createdAt: now}
+	t := &table{id: id, name: name, schema: schema, schemaRaw: schemaRaw, fileCols: fileColumns(schema), createdAt: now}
 	if err := s.ix.apply(t.row(), [][]byte{raw}, []*logRecord{rec0}); err != nil {
 		// Committed in the stage; the next start indexes it from there.
 		return nil, fmt.Errorf("meta: create %q: index: %w", name, err)

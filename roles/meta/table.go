@@ -6,6 +6,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
 
@@ -16,6 +17,7 @@ type table struct {
 	name      string
 	schema    *arrow.Schema
 	schemaRaw []byte
+	fileCols  []int // the schema's FILE columns, by position
 	createdAt time.Time
 	commits   *committer // takes every change to the table
 	compactMu sync.Mutex // one rewrite of the table's files (compaction, delete) at a time
@@ -81,4 +83,15 @@ func (t *table) jump(c *checkpointRecord) int64 {
 	t.head, t.files, t.rows = c.Version, c.protoFiles(), c.Rows
 	t.retainFrom = max(t.retainFrom, c.RetainFrom)
 	return t.head - before
+}
+
+// fileColumns returns the positions of schema's FILE columns.
+func fileColumns(schema *arrow.Schema) []int {
+	var cols []int
+	for i, f := range schema.Fields() {
+		if wire.IsFileField(f) {
+			cols = append(cols, i)
+		}
+	}
+	return cols
 }

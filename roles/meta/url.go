@@ -93,12 +93,7 @@ func (s *Service) urlCheck(req *lakepb.ObjectUrlRequest) (time.Duration, error) 
 // rowsName reports whether a row of files (data files of t) has key in
 // one of its FILE columns. It reads the data files until it finds one.
 func (s *Service) rowsName(ctx context.Context, t *table, files []*lakepb.DataFile, key string) (bool, error) {
-	var fileCols []int
-	for i, f := range t.schema.Fields() {
-		if wire.IsFileField(f) {
-			fileCols = append(fileCols, i)
-		}
-	}
+	fileCols := t.fileCols
 	if len(fileCols) == 0 {
 		return false, nil
 	}

@@ -123,14 +123,12 @@ func (s *Service) addedFiles(ctx context.Context, t *table, from, to int64) ([]f
 // objectsOf lists the distinct objects named by the rows of files, sorted
 // by key, with their claims in row order.
 func (s *Service) objectsOf(ctx context.Context, t *table, files []fileAt) ([]verifyObject, error) {
-	var fileCols []int
+	fileCols := t.fileCols
 	nameCol := -1
 	for i, f := range t.schema.Fields() {
-		switch {
-		case wire.IsFileField(f):
-			fileCols = append(fileCols, i)
-		case nameCol < 0 && f.Name == "name" && f.Type.ID() == arrow.STRING:
+		if f.Name == "name" && f.Type.ID() == arrow.STRING {
 			nameCol = i
+			break
 		}
 	}
 	if len(fileCols) == 0 {
