@@ -217,8 +217,9 @@ func (ix *index) setBase(row tableRow, raw []byte, c *checkpointRecord) error {
 			return err
 		}
 		// In key order: bbolt appends to the pages it just filled instead
-		// of splitting pages all over the bucket (3–4× faster for 20,000
-		// commit ids, which a checkpoint of a busy table carries).
+		// of splitting pages all over the bucket (about 5× faster for the
+		// 20,000 commit ids a checkpoint of a busy table carries:
+		// BenchmarkCommitIDInsertOrder).
 		marks := slices.Clone(c.Commits)
 		slices.SortFunc(marks, func(a, b checkpointCommit) int { return strings.Compare(a.ID, b.ID) })
 		for _, m := range marks {
