@@ -361,21 +361,22 @@ func (s *Service) settleFiles(files []dataFile) {
 	}
 }
 
-// compactQueue coalesces the tables that committed since the background
-// compactor last looked, so a burst of appends asks for one check.
-type compactQueue struct {
+// tableQueue coalesces the tables noted since a background worker (the
+// compactor, the checkpointer) last looked, so a burst of commits asks
+// for one look.
+type tableQueue struct {
 	mu      sync.Mutex
 	pending map[*table]bool
 	wake    chan struct{}
 }
 
-func (q *compactQueue) init() {
+func (q *tableQueue) init() {
 	q.pending = make(map[*table]bool)
 	q.wake = make(chan struct{}, 1)
 }
 
 // note asks for a check of t; it never blocks a commit.
-func (q *compactQueue) note(t *table) {
+func (q *tableQueue) note(t *table) {
 	q.mu.Lock()
 	q.pending[t] = true
 	q.mu.Unlock()
@@ -385,7 +386,7 @@ func (q *compactQueue) note(t *table) {
 	}
 }
 
-func (q *compactQueue) take() []*table {
+func (q *tableQueue) take() []*table {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := make([]*table, 0, len(q.pending))
@@ -420,7 +421,7 @@ func (s *Service) startCompactor() {
 
 // runQueue runs work, in a goroutine of the service, for each table q is
 // woken for, one at a time, until the service closes.
-func (s *Service) runQueue(q *compactQueue, work func(*table)) {
+func (s *Service) runQueue(q *tableQueue, work func(*table)) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

@@ -45,8 +45,8 @@ type Service struct {
 	holds dataHolds // data files being written, which gc must not free
 	gc    gcFence   // between the collector and the appends
 
-	compactQ    compactQueue // tables the background compactor looks at
-	checkpointQ compactQueue // tables due for a log checkpoint
+	compactQ    tableQueue // tables the background compactor looks at
+	checkpointQ tableQueue // tables due for a log checkpoint
 
 	handlers map[string]actionHandler // the action table's handlers
 
