@@ -2314,6 +2314,8 @@ type ObjectUrlRequest struct {
 	// service's --url-max-expiry (default 7 days) is INVALID_ARGUMENT, not
 	// shortened, so a caller never gets less than it asked for unawares.
 	ExpiresMicros *int64 `protobuf:"varint,3,opt,name=expires_micros,json=expiresMicros,proto3,oneof" json:"expires_micros,omitempty"`
+	// The table version whose rows must hold the key; absent = the latest.
+	Version       *int64 `protobuf:"varint,4,opt,name=version,proto3,oneof" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2369,6 +2371,13 @@ func (x *ObjectUrlRequest) GetExpiresMicros() int64 {
 	return 0
 }
 
+func (x *ObjectUrlRequest) GetVersion() int64 {
+	if x != nil && x.Version != nil {
+		return *x.Version
+	}
+	return 0
+}
+
 type ObjectUrl struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// S3 stage: a presigned GET URL. It is a secret for as long as it works:
@@ -2378,8 +2387,10 @@ type ObjectUrl struct {
 	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
 	// When the URL stops working; 0 when it does not expire (file://).
 	ExpiresAtUnixMicros int64 `protobuf:"varint,2,opt,name=expires_at_unix_micros,json=expiresAtUnixMicros,proto3" json:"expires_at_unix_micros,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The FILE value of the row holding the key, to check a download by.
+	File          *UploadedFile `protobuf:"bytes,3,opt,name=file,proto3" json:"file,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ObjectUrl) Reset() {
@@ -2424,6 +2435,13 @@ func (x *ObjectUrl) GetExpiresAtUnixMicros() int64 {
 		return x.ExpiresAtUnixMicros
 	}
 	return 0
+}
+
+func (x *ObjectUrl) GetFile() *UploadedFile {
+	if x != nil {
+		return x.File
+	}
+	return nil
 }
 
 // A part to sign a URL for.
@@ -2544,15 +2562,24 @@ func (x *PartUrl) GetHeaders() map[string]string {
 
 // lake.upload.grant
 type UploadGrantRequest struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	Table       string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`                       // the table the file is for (it must exist)
-	FileName    string                 `protobuf:"bytes,2,opt,name=file_name,json=fileName,proto3" json:"file_name,omitempty"` // the base name the key ends in
-	Size        int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
-	Sha256      string                 `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"` // lowercase hex of the whole file
-	ContentType string                 `protobuf:"bytes,5,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Table    string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`                       // the table the file is for (it must exist)
+	FileName string                 `protobuf:"bytes,2,opt,name=file_name,json=fileName,proto3" json:"file_name,omitempty"` // the base name the key ends in
+	Size     int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	// Lowercase hex of the whole file; empty when the client hashes while
+	// it uploads (then there is no dedup, see hash_first).
+	Sha256      string `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	ContentType string `protobuf:"bytes,5,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
 	// Parts to sign URLs for now (may be empty: ask lake.upload.renew).
 	Parts         []*UploadPart `protobuf:"bytes,6,rep,name=parts,proto3" json:"parts,omitempty"`
 	ExpiresMicros *int64        `protobuf:"varint,7,opt,name=expires_micros,json=expiresMicros,proto3,oneof" json:"expires_micros,omitempty"` // URL lifetime; absent = 15 min
+	// With sha256 on an S3 stage: lowercase hex SHA-256 of the raw 32-byte
+	// SHA-256 sums of the file's parts in order, the parts cut at the
+	// stage's part_size (lake.discover). Required for a dedup match there.
+	PartDigest string `protobuf:"bytes,8,opt,name=part_digest,json=partDigest,proto3" json:"part_digest,omitempty"`
+	// Never answer with an existing object (a retry after the one answered
+	// before went away).
+	NoDedup       bool `protobuf:"varint,9,opt,name=no_dedup,json=noDedup,proto3" json:"no_dedup,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2636,6 +2663,20 @@ func (x *UploadGrantRequest) GetExpiresMicros() int64 {
 	return 0
 }
 
+func (x *UploadGrantRequest) GetPartDigest() string {
+	if x != nil {
+		return x.PartDigest
+	}
+	return ""
+}
+
+func (x *UploadGrantRequest) GetNoDedup() bool {
+	if x != nil {
+		return x.NoDedup
+	}
+	return false
+}
+
 type UploadGrant struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	Key                 string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -2645,8 +2686,16 @@ type UploadGrant struct {
 	PartCount           int32                  `protobuf:"varint,5,opt,name=part_count,json=partCount,proto3" json:"part_count,omitempty"` // parts of a file of the request's size
 	Urls                []*PartUrl             `protobuf:"bytes,6,rep,name=urls,proto3" json:"urls,omitempty"`
 	ExpiresAtUnixMicros int64                  `protobuf:"varint,7,opt,name=expires_at_unix_micros,json=expiresAtUnixMicros,proto3" json:"expires_at_unix_micros,omitempty"` // when urls stop working; 0 without urls
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Dedup: the stage holds this content already. Append a row with this
+	// FILE value (never the claimant's own); key and upload_id are empty
+	// and nothing is to be uploaded.
+	Existing *UploadedFile `protobuf:"bytes,8,opt,name=existing,proto3" json:"existing,omitempty"`
+	// The request had no sha256 and the stage holds an object of this
+	// size: hash the file and ask again with sha256 (and part_digest) to
+	// learn whether it is the same content. Nothing was started.
+	HashFirst     bool `protobuf:"varint,9,opt,name=hash_first,json=hashFirst,proto3" json:"hash_first,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UploadGrant) Reset() {
@@ -2728,6 +2777,20 @@ func (x *UploadGrant) GetExpiresAtUnixMicros() int64 {
 	return 0
 }
 
+func (x *UploadGrant) GetExisting() *UploadedFile {
+	if x != nil {
+		return x.Existing
+	}
+	return nil
+}
+
+func (x *UploadGrant) GetHashFirst() bool {
+	if x != nil {
+		return x.HashFirst
+	}
+	return false
+}
+
 // lake.upload.renew: fresh URLs for parts of a grant.
 type UploadRenewRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2736,6 +2799,8 @@ type UploadRenewRequest struct {
 	UploadId      string                 `protobuf:"bytes,3,opt,name=upload_id,json=uploadId,proto3" json:"upload_id,omitempty"`
 	Parts         []*UploadPart          `protobuf:"bytes,4,rep,name=parts,proto3" json:"parts,omitempty"`
 	ExpiresMicros *int64                 `protobuf:"varint,5,opt,name=expires_micros,json=expiresMicros,proto3,oneof" json:"expires_micros,omitempty"`
+	// Also answer the parts the stage holds for the upload (a resume).
+	ListParts     bool `protobuf:"varint,6,opt,name=list_parts,json=listParts,proto3" json:"list_parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2805,17 +2870,86 @@ func (x *UploadRenewRequest) GetExpiresMicros() int64 {
 	return 0
 }
 
+func (x *UploadRenewRequest) GetListParts() bool {
+	if x != nil {
+		return x.ListParts
+	}
+	return false
+}
+
+// A part the stage holds, with the SHA-256 it checked the part against.
+type HeldPart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        int32                  `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Sha256        string                 `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"` // lowercase hex
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeldPart) Reset() {
+	*x = HeldPart{}
+	mi := &file_wire_action_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeldPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeldPart) ProtoMessage() {}
+
+func (x *HeldPart) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeldPart.ProtoReflect.Descriptor instead.
+func (*HeldPart) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *HeldPart) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *HeldPart) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *HeldPart) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
 type UploadUrls struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	Urls                []*PartUrl             `protobuf:"bytes,1,rep,name=urls,proto3" json:"urls,omitempty"`
 	ExpiresAtUnixMicros int64                  `protobuf:"varint,2,opt,name=expires_at_unix_micros,json=expiresAtUnixMicros,proto3" json:"expires_at_unix_micros,omitempty"`
+	Held                []*HeldPart            `protobuf:"bytes,3,rep,name=held,proto3" json:"held,omitempty"` // with list_parts, in part order
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
 
 func (x *UploadUrls) Reset() {
 	*x = UploadUrls{}
-	mi := &file_wire_action_proto_msgTypes[37]
+	mi := &file_wire_action_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +2961,7 @@ func (x *UploadUrls) String() string {
 func (*UploadUrls) ProtoMessage() {}
 
 func (x *UploadUrls) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_action_proto_msgTypes[37]
+	mi := &file_wire_action_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +2974,7 @@ func (x *UploadUrls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadUrls.ProtoReflect.Descriptor instead.
 func (*UploadUrls) Descriptor() ([]byte, []int) {
-	return file_wire_action_proto_rawDescGZIP(), []int{37}
+	return file_wire_action_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UploadUrls) GetUrls() []*PartUrl {
@@ -2855,6 +2989,13 @@ func (x *UploadUrls) GetExpiresAtUnixMicros() int64 {
 		return x.ExpiresAtUnixMicros
 	}
 	return 0
+}
+
+func (x *UploadUrls) GetHeld() []*HeldPart {
+	if x != nil {
+		return x.Held
+	}
+	return nil
 }
 
 // lake.upload.complete: check the parts the stage holds (numbers 1..n
@@ -2878,7 +3019,7 @@ type UploadCompleteRequest struct {
 
 func (x *UploadCompleteRequest) Reset() {
 	*x = UploadCompleteRequest{}
-	mi := &file_wire_action_proto_msgTypes[38]
+	mi := &file_wire_action_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2890,7 +3031,7 @@ func (x *UploadCompleteRequest) String() string {
 func (*UploadCompleteRequest) ProtoMessage() {}
 
 func (x *UploadCompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_action_proto_msgTypes[38]
+	mi := &file_wire_action_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2903,7 +3044,7 @@ func (x *UploadCompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadCompleteRequest.ProtoReflect.Descriptor instead.
 func (*UploadCompleteRequest) Descriptor() ([]byte, []int) {
-	return file_wire_action_proto_rawDescGZIP(), []int{38}
+	return file_wire_action_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UploadCompleteRequest) GetTable() string {
@@ -2963,7 +3104,7 @@ type UploadedFile struct {
 
 func (x *UploadedFile) Reset() {
 	*x = UploadedFile{}
-	mi := &file_wire_action_proto_msgTypes[39]
+	mi := &file_wire_action_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2975,7 +3116,7 @@ func (x *UploadedFile) String() string {
 func (*UploadedFile) ProtoMessage() {}
 
 func (x *UploadedFile) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_action_proto_msgTypes[39]
+	mi := &file_wire_action_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2988,7 +3129,7 @@ func (x *UploadedFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadedFile.ProtoReflect.Descriptor instead.
 func (*UploadedFile) Descriptor() ([]byte, []int) {
-	return file_wire_action_proto_rawDescGZIP(), []int{39}
+	return file_wire_action_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UploadedFile) GetKey() string {
@@ -3224,15 +3365,19 @@ const file_wire_action_proto_rawDesc = "" +
 	"\n" +
 	"temp_files\x18\x04 \x01(\v2\x14.lake.action.GcCountR\ttempFiles\x12\x17\n" +
 	"\adry_run\x18\x05 \x01(\bR\x06dryRun\x12-\n" +
-	"\x12referenced_objects\x18\x06 \x01(\x03R\x11referencedObjects\"y\n" +
+	"\x12referenced_objects\x18\x06 \x01(\x03R\x11referencedObjects\"\xa4\x01\n" +
 	"\x10ObjectUrlRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12*\n" +
-	"\x0eexpires_micros\x18\x03 \x01(\x03H\x00R\rexpiresMicros\x88\x01\x01B\x11\n" +
-	"\x0f_expires_micros\"R\n" +
+	"\x0eexpires_micros\x18\x03 \x01(\x03H\x00R\rexpiresMicros\x88\x01\x01\x12\x1d\n" +
+	"\aversion\x18\x04 \x01(\x03H\x01R\aversion\x88\x01\x01B\x11\n" +
+	"\x0f_expires_microsB\n" +
+	"\n" +
+	"\b_version\"\x81\x01\n" +
 	"\tObjectUrl\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x123\n" +
-	"\x16expires_at_unix_micros\x18\x02 \x01(\x03R\x13expiresAtUnixMicros\"<\n" +
+	"\x16expires_at_unix_micros\x18\x02 \x01(\x03R\x13expiresAtUnixMicros\x12-\n" +
+	"\x04file\x18\x03 \x01(\v2\x19.lake.action.UploadedFileR\x04file\"<\n" +
 	"\n" +
 	"UploadPart\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x16\n" +
@@ -3243,7 +3388,7 @@ const file_wire_action_proto_rawDesc = "" +
 	"\aheaders\x18\x03 \x03(\v2!.lake.action.PartUrl.HeadersEntryR\aheaders\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc0\x02\n" +
 	"\x12UploadGrantRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1b\n" +
 	"\tfile_name\x18\x02 \x01(\tR\bfileName\x12\x12\n" +
@@ -3251,8 +3396,11 @@ const file_wire_action_proto_rawDesc = "" +
 	"\x06sha256\x18\x04 \x01(\tR\x06sha256\x12!\n" +
 	"\fcontent_type\x18\x05 \x01(\tR\vcontentType\x12-\n" +
 	"\x05parts\x18\x06 \x03(\v2\x17.lake.action.UploadPartR\x05parts\x12*\n" +
-	"\x0eexpires_micros\x18\a \x01(\x03H\x00R\rexpiresMicros\x88\x01\x01B\x11\n" +
-	"\x0f_expires_micros\"\xeb\x01\n" +
+	"\x0eexpires_micros\x18\a \x01(\x03H\x00R\rexpiresMicros\x88\x01\x01\x12\x1f\n" +
+	"\vpart_digest\x18\b \x01(\tR\n" +
+	"partDigest\x12\x19\n" +
+	"\bno_dedup\x18\t \x01(\bR\anoDedupB\x11\n" +
+	"\x0f_expires_micros\"\xc1\x02\n" +
 	"\vUploadGrant\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1b\n" +
 	"\tupload_id\x18\x02 \x01(\tR\buploadId\x12\x12\n" +
@@ -3261,18 +3409,28 @@ const file_wire_action_proto_rawDesc = "" +
 	"\n" +
 	"part_count\x18\x05 \x01(\x05R\tpartCount\x12(\n" +
 	"\x04urls\x18\x06 \x03(\v2\x14.lake.action.PartUrlR\x04urls\x123\n" +
-	"\x16expires_at_unix_micros\x18\a \x01(\x03R\x13expiresAtUnixMicros\"\xc7\x01\n" +
+	"\x16expires_at_unix_micros\x18\a \x01(\x03R\x13expiresAtUnixMicros\x125\n" +
+	"\bexisting\x18\b \x01(\v2\x19.lake.action.UploadedFileR\bexisting\x12\x1d\n" +
+	"\n" +
+	"hash_first\x18\t \x01(\bR\thashFirst\"\xe6\x01\n" +
 	"\x12UploadRenewRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1b\n" +
 	"\tupload_id\x18\x03 \x01(\tR\buploadId\x12-\n" +
 	"\x05parts\x18\x04 \x03(\v2\x17.lake.action.UploadPartR\x05parts\x12*\n" +
-	"\x0eexpires_micros\x18\x05 \x01(\x03H\x00R\rexpiresMicros\x88\x01\x01B\x11\n" +
-	"\x0f_expires_micros\"k\n" +
+	"\x0eexpires_micros\x18\x05 \x01(\x03H\x00R\rexpiresMicros\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"list_parts\x18\x06 \x01(\bR\tlistPartsB\x11\n" +
+	"\x0f_expires_micros\"N\n" +
+	"\bHeldPart\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"\x96\x01\n" +
 	"\n" +
 	"UploadUrls\x12(\n" +
 	"\x04urls\x18\x01 \x03(\v2\x14.lake.action.PartUrlR\x04urls\x123\n" +
-	"\x16expires_at_unix_micros\x18\x02 \x01(\x03R\x13expiresAtUnixMicros\"\xb9\x01\n" +
+	"\x16expires_at_unix_micros\x18\x02 \x01(\x03R\x13expiresAtUnixMicros\x12)\n" +
+	"\x04held\x18\x03 \x03(\v2\x15.lake.action.HeldPartR\x04held\"\xb9\x01\n" +
 	"\x15UploadCompleteRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1b\n" +
@@ -3309,7 +3467,7 @@ func file_wire_action_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_action_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_wire_action_proto_goTypes = []any{
 	(VerifyProblem)(0),            // 0: lake.action.VerifyProblem
 	(*CreateTableRequest)(nil),    // 1: lake.action.CreateTableRequest
@@ -3349,10 +3507,11 @@ var file_wire_action_proto_goTypes = []any{
 	(*UploadGrantRequest)(nil),    // 35: lake.action.UploadGrantRequest
 	(*UploadGrant)(nil),           // 36: lake.action.UploadGrant
 	(*UploadRenewRequest)(nil),    // 37: lake.action.UploadRenewRequest
-	(*UploadUrls)(nil),            // 38: lake.action.UploadUrls
-	(*UploadCompleteRequest)(nil), // 39: lake.action.UploadCompleteRequest
-	(*UploadedFile)(nil),          // 40: lake.action.UploadedFile
-	nil,                           // 41: lake.action.PartUrl.HeadersEntry
+	(*HeldPart)(nil),              // 38: lake.action.HeldPart
+	(*UploadUrls)(nil),            // 39: lake.action.UploadUrls
+	(*UploadCompleteRequest)(nil), // 40: lake.action.UploadCompleteRequest
+	(*UploadedFile)(nil),          // 41: lake.action.UploadedFile
+	nil,                           // 42: lake.action.PartUrl.HeadersEntry
 }
 var file_wire_action_proto_depIdxs = []int32{
 	2,  // 0: lake.action.TableList.tables:type_name -> lake.action.TableInfo
@@ -3367,16 +3526,19 @@ var file_wire_action_proto_depIdxs = []int32{
 	29, // 9: lake.action.GcResult.objects:type_name -> lake.action.GcCount
 	29, // 10: lake.action.GcResult.uploads:type_name -> lake.action.GcCount
 	29, // 11: lake.action.GcResult.temp_files:type_name -> lake.action.GcCount
-	41, // 12: lake.action.PartUrl.headers:type_name -> lake.action.PartUrl.HeadersEntry
-	33, // 13: lake.action.UploadGrantRequest.parts:type_name -> lake.action.UploadPart
-	34, // 14: lake.action.UploadGrant.urls:type_name -> lake.action.PartUrl
-	33, // 15: lake.action.UploadRenewRequest.parts:type_name -> lake.action.UploadPart
-	34, // 16: lake.action.UploadUrls.urls:type_name -> lake.action.PartUrl
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	41, // 12: lake.action.ObjectUrl.file:type_name -> lake.action.UploadedFile
+	42, // 13: lake.action.PartUrl.headers:type_name -> lake.action.PartUrl.HeadersEntry
+	33, // 14: lake.action.UploadGrantRequest.parts:type_name -> lake.action.UploadPart
+	34, // 15: lake.action.UploadGrant.urls:type_name -> lake.action.PartUrl
+	41, // 16: lake.action.UploadGrant.existing:type_name -> lake.action.UploadedFile
+	33, // 17: lake.action.UploadRenewRequest.parts:type_name -> lake.action.UploadPart
+	34, // 18: lake.action.UploadUrls.urls:type_name -> lake.action.PartUrl
+	38, // 19: lake.action.UploadUrls.held:type_name -> lake.action.HeldPart
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_wire_action_proto_init() }
@@ -3397,14 +3559,14 @@ func file_wire_action_proto_init() {
 	file_wire_action_proto_msgTypes[30].OneofWrappers = []any{}
 	file_wire_action_proto_msgTypes[34].OneofWrappers = []any{}
 	file_wire_action_proto_msgTypes[36].OneofWrappers = []any{}
-	file_wire_action_proto_msgTypes[38].OneofWrappers = []any{}
+	file_wire_action_proto_msgTypes[39].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_action_proto_rawDesc), len(file_wire_action_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
