@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Proxy forwards every connection to its target and counts client bytes.
@@ -17,9 +18,11 @@ type Proxy struct {
 	Addr string // host:port to dial instead of the target
 
 	sent  atomic.Int64
+	rate  atomic.Int64 // bytes per second clients may send; 0: no limit
 	ln    net.Listener
 	mu    sync.Mutex
 	conns []net.Conn
+	next  time.Time // under mu: when the next paced chunk may go
 	wg    sync.WaitGroup
 }
 
@@ -46,7 +49,7 @@ func Start(t testing.TB, target string) *Proxy {
 			p.conns = append(p.conns, c, up)
 			p.mu.Unlock()
 			p.wg.Go(func() {
-				io.Copy(counter{up, &p.sent}, c)
+				io.Copy(counter{up, p}, c)
 				up.Close()
 			})
 			p.wg.Go(func() {
@@ -73,14 +76,48 @@ func (p *Proxy) Sent() int64 { return p.sent.Load() }
 // Reset starts counting from zero.
 func (p *Proxy) Reset() { p.sent.Store(0) }
 
+// SetRate limits what clients send through the proxy, all connections
+// together, to bytesPerSec (0: no limit), so a test can make an upload
+// last as long as it needs.
+func (p *Proxy) SetRate(bytesPerSec int64) { p.rate.Store(bytesPerSec) }
+
+// pace waits until n more bytes fit the rate. Connections share one
+// schedule: each claims the next slot of n/rate seconds.
+func (p *Proxy) pace(n int) {
+	rate := p.rate.Load()
+	if rate <= 0 {
+		return
+	}
+	p.mu.Lock()
+	at := time.Now()
+	if p.next.After(at) {
+		at = p.next
+	}
+	p.next = at.Add(time.Duration(int64(n) * int64(time.Second) / rate))
+	p.mu.Unlock()
+	time.Sleep(time.Until(at))
+}
+
 // counter counts as it writes, so live connections are counted too.
 type counter struct {
 	w io.Writer
-	n *atomic.Int64
+	p *Proxy
 }
 
+// paceChunk is how many bytes a write sends between two waits for the rate.
+const paceChunk = 16 << 10
+
 func (c counter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n.Add(int64(n))
-	return n, err
+	done := 0
+	for done < len(b) {
+		chunk := b[done:min(len(b), done+paceChunk)]
+		c.p.pace(len(chunk))
+		n, err := c.w.Write(chunk)
+		done += n
+		c.p.sent.Add(int64(n))
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
 }

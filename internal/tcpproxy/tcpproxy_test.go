@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"testing"
+	"time"
 )
 
 func TestProxyForwardsAndCounts(t *testing.T) {
@@ -38,5 +39,41 @@ func TestProxyForwardsAndCounts(t *testing.T) {
 	p.Reset()
 	if p.Sent() != 0 {
 		t.Fatal("Reset did not reset")
+	}
+}
+
+// TestSetRateSlowsClients: 256 KiB at 1 MiB/s cannot cross in under a
+// quarter second (a lower bound only, which a busy machine cannot break).
+func TestSetRateSlowsClients(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan int64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		n, _ := io.Copy(io.Discard, c)
+		got <- n
+	}()
+	p := Start(t, ln.Addr().String())
+	p.SetRate(1 << 20)
+	c, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := c.Write(make([]byte, 256<<10)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if n := <-got; n != 256<<10 {
+		t.Fatalf("the target got %d bytes, want %d", n, 256<<10)
+	}
+	if d := time.Since(start); d < 230*time.Millisecond {
+		t.Fatalf("256 KiB at 1 MiB/s crossed in %v", d)
 	}
 }
