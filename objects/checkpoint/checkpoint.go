@@ -35,6 +35,18 @@ const (
 	// uploading the file again. It has no binding but the key, no parts,
 	// and is always completed.
 	KindSingle = "single"
+	// KindGranted is an upload through a grant (DESIGN §12): the
+	// metadata leader started the multipart upload and signs a URL per
+	// part, and the client, holding no stage credentials, PUTs the parts
+	// and asks the leader to complete it. The binding is the grant's (the
+	// bucket and prefix lake.discover named, the key as granted with the
+	// prefix, the upload id). The whole file's SHA-256 may be "" until the
+	// upload has read the file once (hashing overlaps the upload); a
+	// part's ETag and checksum_sha256 may be "" (a part found held by the
+	// stage on resume); the file may be empty (one empty part). A
+	// completed one needs only lake.upload.complete again (idempotent)
+	// and the append.
+	KindGranted = "granted"
 
 	kindMultipartName = "multipart" // KindMultipart in the file
 )
@@ -171,7 +183,7 @@ func numParts(size, partSize int64) int64 {
 
 // partLength is the length part number n must have.
 func partLength(size, partSize int64, n int32) int64 {
-	return min(partSize, size-int64(n-1)*partSize)
+	return max(0, min(partSize, size-int64(n-1)*partSize))
 }
 
 func invalid(format string, args ...any) error {
@@ -202,6 +214,10 @@ func invalid(format string, args ...any) error {
 //     valid table name; KindSingle has both; times are within years
 //     0..9999.
 //
+// KindGranted is checked as KindMultipart, except that its source may be
+// empty (one part of 0 bytes), its SHA256 may be "" until it is completed,
+// and part and object ETags may be "".
+//
 // Failures wrap ErrInvalid (or ErrUnknownVersion) and name the field.
 func (cp *Checkpoint) Validate() error {
 	if cp == nil {
@@ -213,13 +229,15 @@ func (cp *Checkpoint) Validate() error {
 	if cp.Version != Version {
 		return fmt.Errorf("%w %d (this lake reads versions 1 and %d)", ErrUnknownVersion, cp.Version, Version)
 	}
-	single := false
+	single, granted := false, false
 	switch cp.Kind {
 	case KindMultipart:
 	case KindSingle:
 		single = true
+	case KindGranted:
+		granted = true
 	default:
-		return invalid("kind is neither %q nor %q", kindMultipartName, KindSingle)
+		return invalid("kind is none of %q, %q and %q", kindMultipartName, KindSingle, KindGranted)
 	}
 
 	s := cp.Source
@@ -238,7 +256,7 @@ func (cp *Checkpoint) Validate() error {
 		return invalid("source.path is not clean")
 	case s.Size < 0:
 		return invalid("source.size %d is negative", s.Size)
-	case s.Size == 0 && !single:
+	case s.Size == 0 && !single && !granted:
 		return invalid("source.size 0: a resumable upload needs at least one byte")
 	case s.ModTime.IsZero():
 		return invalid("source.mod_time is not set")
@@ -261,7 +279,11 @@ func (cp *Checkpoint) Validate() error {
 	} else if err := cp.validateMultipart(); err != nil {
 		return err
 	}
-	if !wire.IsSHA256Hex(cp.SHA256) {
+	switch {
+	case granted && cp.SHA256 == "" && cp.Completed:
+		return invalid("sha256 is empty but the upload is completed")
+	case granted && cp.SHA256 == "":
+	case !wire.IsSHA256Hex(cp.SHA256):
 		return invalid("sha256 is not 64 lowercase hex digits")
 	}
 	if err := checkText("content_type", cp.ContentType, maxTextLen, false); err != nil {
@@ -295,10 +317,14 @@ func (cp *Checkpoint) validateSingle() error {
 	return checkText("etag", cp.ETag, maxETagLen, false)
 }
 
-// validateMultipart checks what is particular to a KindMultipart
-// checkpoint: the bucket, the upload and its parts.
+// validateMultipart checks what is particular to a KindMultipart or
+// KindGranted checkpoint: the bucket, the upload and its parts. A granted
+// upload's parts may lack an ETag (the stage's list of held parts has
+// none), its completed object too, and its file may be empty: one part
+// of no bytes.
 func (cp *Checkpoint) validateMultipart() error {
 	s, b := cp.Source, cp.Binding
+	granted := cp.Kind == KindGranted
 	if err := checkText("binding.bucket", b.Bucket, maxBucketCh, true); err != nil {
 		return err
 	}
@@ -316,6 +342,9 @@ func (cp *Checkpoint) validateMultipart() error {
 		return invalid("part_size %d is outside [%d, %d]", cp.PartSize, int64(MinPartSize), int64(MaxPartSize))
 	}
 	n := numParts(s.Size, cp.PartSize)
+	if granted && n == 0 {
+		n = 1 // an empty file is one empty part
+	}
 	if n > MaxParts {
 		return invalid("source.size %d needs %d parts of part_size %d, at most %d", s.Size, n, cp.PartSize, MaxParts)
 	}
@@ -334,7 +363,7 @@ func (cp *Checkpoint) validateMultipart() error {
 		if want := partLength(s.Size, cp.PartSize, p.Number); p.Length != want {
 			return invalid("parts[%d].length %d, want %d for part %d", i, p.Length, want, p.Number)
 		}
-		if err := checkText(fmt.Sprintf("parts[%d].etag", i), p.ETag, maxETagLen, true); err != nil {
+		if err := checkText(fmt.Sprintf("parts[%d].etag", i), p.ETag, maxETagLen, !granted); err != nil {
 			return err
 		}
 		if !wire.IsSHA256Hex(p.SHA256) {
@@ -356,7 +385,7 @@ func (cp *Checkpoint) validateMultipart() error {
 		if int64(len(cp.Parts)) != n {
 			return invalid("completed with %d of %d parts", len(cp.Parts), n)
 		}
-		return checkText("etag", cp.ETag, maxETagLen, true)
+		return checkText("etag", cp.ETag, maxETagLen, !granted)
 	}
 	if cp.ETag != "" {
 		return invalid("etag is set but the upload is not completed")

@@ -14,7 +14,7 @@
 //
 //	{
 //	  "version": 2,                      // format version; a file of another version is left alone (ErrUnknownVersion)
-//	  "kind": "multipart",               // "multipart" or "single" (below)
+//	  "kind": "multipart",               // "multipart", "single" or "granted" (below)
 //	  "source": {                        // the file being uploaded, as it was when the upload started
 //	    "path": "/home/ann/data/big.parquet", // absolute, clean, symbolic links resolved
 //	    "size": 73400320,                // bytes, > 0
@@ -56,6 +56,20 @@
 // "bucket", "prefix" and "upload_id" are ""), "part_size" 0, "parts" [],
 // "completed" true, "etag" the object's ETag as the stage reported it
 // (may be ""), and "sha256", "commit_id" and "table" all set.
+//
+// A "granted" checkpoint is an upload through an upload grant (DESIGN
+// §12): the metadata leader started the multipart upload and signs the
+// part URLs; the client PUTs parts and asks the leader to complete. Its
+// fields are those of "multipart": "binding" is the grant's ("bucket"
+// and "prefix" as lake.discover names them, "key" the granted key with
+// the prefix, as multipart keys are, "upload_id" the grant's), and
+// "part_size" the stage's. It differs in four ways: "sha256" is "" until
+// the upload has read the whole file once (hashing overlaps the upload);
+// a part's "etag" and "checksum_sha256" may be "" (a part the stage was
+// found to hold when the upload resumed); the completed object's "etag"
+// may be ""; and "source.size" may be 0 (one empty part). It never holds
+// a part URL or its signed headers: those live in memory only, and a
+// resumed upload asks for fresh ones.
 //
 // Version 1, the format before "kind", is read too: its files have no
 // "kind" and are all multipart. Decode returns them as version 2 and the
