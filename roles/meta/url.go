@@ -17,7 +17,8 @@ import (
 )
 
 // Read URLs (DESIGN §12): lake.table.url hands out a URL that reads one
-// object the table's current version names, signed with the stage's
+// object a row of the table names (at its current version or a past
+// one), with the row's FILE value, signed with the stage's
 // credentials, which never leave this service. Any node answers; none
 // logs a URL or puts one in an error.
 
@@ -33,10 +34,13 @@ const (
 var errKeyFound = errors.New("meta: key found")
 
 // URL returns a URL that reads the object at req.key, which a row of the
-// table's current version must name (wire.ErrRowNotFound otherwise). An
-// expiry above Config.URLMaxExpiry is wire.ErrInvalidRequest, not
-// shortened. On a stage without presigning (local) the answer is the
-// object's file:// URL, which does not expire.
+// table's current version (or of req.version, time travel) must name
+// (wire.ErrRowNotFound otherwise), with that row's FILE value to check a
+// download by. A version never committed is wire.ErrVersionNotFound, an
+// expired one wire.ErrVersionExpired, as for a snapshot. An expiry above
+// Config.URLMaxExpiry is wire.ErrInvalidRequest, not shortened. On a
+// stage without presigning (local) the answer is the object's file://
+// URL, which does not expire.
 func (s *Service) URL(ctx context.Context, req *lakepb.ObjectUrlRequest) (*lakepb.ObjectUrl, error) {
 	expires, err := s.urlCheck(req)
 	if err != nil {
@@ -46,29 +50,60 @@ func (s *Service) URL(ctx context.Context, req *lakepb.ObjectUrlRequest) (*lakep
 	if err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
-	files := slices.Clone(t.files)
-	t.mu.Unlock()
-	found, err := s.rowsName(ctx, t, files, req.GetKey())
+	files, err := s.urlFiles(ctx, t, req.Version)
+	if err != nil {
+		return nil, err
+	}
+	v, found, err := s.rowsName(ctx, t, files, req.GetKey())
 	if err != nil {
 		return nil, fmt.Errorf("meta: url of %s in %q: %w", req.GetKey(), t.name, err)
 	}
 	if !found {
-		return nil, fmt.Errorf("%w: table %q, key %s", wire.ErrRowNotFound, t.name, req.GetKey())
+		at := ""
+		if req.Version != nil {
+			at = fmt.Sprintf(" at version %d", *req.Version)
+		}
+		return nil, fmt.Errorf("%w: table %q%s, key %s", wire.ErrRowNotFound, t.name, at, req.GetKey())
 	}
+	file := uploadedFileOf(v)
 	if p, ok := s.store.(objects.Presigner); ok {
 		at := time.Now().Add(expires)
 		u, err := p.PresignGet(ctx, req.GetKey(), expires)
 		if err != nil {
 			return nil, fmt.Errorf("meta: url of %s in %q: %w", req.GetKey(), t.name, err)
 		}
-		return &lakepb.ObjectUrl{Url: u, ExpiresAtUnixMicros: at.UnixMicro()}, nil
+		return &lakepb.ObjectUrl{Url: u, ExpiresAtUnixMicros: at.UnixMicro(), File: file}, nil
 	}
 	if d := s.cfg.Discover; d.GetKind() == objects.KindLocal && d.GetLocalPath() != "" {
 		u := url.URL{Scheme: "file", Path: path.Join(d.GetLocalPath(), req.GetKey())}
-		return &lakepb.ObjectUrl{Url: u.String()}, nil
+		return &lakepb.ObjectUrl{Url: u.String(), File: file}, nil
 	}
 	return nil, fmt.Errorf("%w: the stage %s hands out no URLs; use lake get", wire.ErrUnsupported, s.cfg.Discover.GetRootUri())
+}
+
+// urlFiles returns the data files of t at version, or at the latest when
+// version is nil. A past version goes through Snapshot, so it is refused
+// exactly as time travel refuses it (never committed, expired).
+func (s *Service) urlFiles(ctx context.Context, t *table, version *int64) ([]*lakepb.DataFile, error) {
+	if version == nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return slices.Clone(t.files), nil
+	}
+	snap, err := s.Snapshot(ctx, &lakepb.SnapshotRequest{Name: t.name, Version: version})
+	if err != nil {
+		return nil, err
+	}
+	return snap.GetFiles(), nil
+}
+
+// uploadedFileOf is the wire form of a row's FILE value.
+func uploadedFileOf(v wire.FileValue) *lakepb.UploadedFile {
+	f := &lakepb.UploadedFile{Key: v.Key, Size: v.Size, Sha256: v.SHA256, Etag: v.ETag, ContentType: v.ContentType}
+	if !v.UploadedAt.IsZero() {
+		f.UploadedAtUnixMicros = v.UploadedAt.UnixMicro()
+	}
+	return f
 }
 
 // urlCheck refuses a malformed request and returns the URL's expiry.
@@ -90,13 +125,15 @@ func (s *Service) urlCheck(req *lakepb.ObjectUrlRequest) (time.Duration, error) 
 	return time.Duration(*e) * time.Microsecond, nil
 }
 
-// rowsName reports whether a row of files (data files of t) has key in
-// one of its FILE columns. It reads the data files until it finds one.
-func (s *Service) rowsName(ctx context.Context, t *table, files []*lakepb.DataFile, key string) (bool, error) {
+// rowsName returns the FILE value with key in one of the FILE columns of
+// a row of files (data files of t), and whether there is one. It reads the
+// data files until it finds it.
+func (s *Service) rowsName(ctx context.Context, t *table, files []*lakepb.DataFile, key string) (wire.FileValue, bool, error) {
 	fileCols := t.fileCols
 	if len(fileCols) == 0 {
-		return false, nil
+		return wire.FileValue{}, false, nil
 	}
+	var found wire.FileValue
 	for _, f := range files {
 		err := s.readRows(ctx, t, f.GetKey(), func(rec arrow.RecordBatch) error {
 			for _, c := range fileCols {
@@ -106,6 +143,7 @@ func (s *Service) rowsName(ctx context.Context, t *table, files []*lakepb.DataFi
 				}
 				for i, v := range values {
 					if valid[i] && v.Key == key {
+						found = v
 						return errKeyFound
 					}
 				}
@@ -113,11 +151,11 @@ func (s *Service) rowsName(ctx context.Context, t *table, files []*lakepb.DataFi
 			return nil
 		})
 		if errors.Is(err, errKeyFound) {
-			return true, nil
+			return found, true, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("data file %s: %w", f.GetKey(), err)
+			return wire.FileValue{}, false, fmt.Errorf("data file %s: %w", f.GetKey(), err)
 		}
 	}
-	return false, nil
+	return wire.FileValue{}, false, nil
 }
