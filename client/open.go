@@ -30,7 +30,13 @@ func (c *Client) Open(ctx context.Context, v wire.FileValue) (io.ReadCloser, err
 	if err != nil {
 		return nil, fmt.Errorf("client: open %s: %w", v.Key, err)
 	}
-	return &verifier{rc: rc, h: sha256.New(), want: v}, nil
+	return newVerifier(rc, v), nil
+}
+
+// newVerifier reads rc, checking at the end that it held exactly the
+// bytes of v (Open, OpenURL).
+func newVerifier(rc io.ReadCloser, v wire.FileValue) *verifier {
+	return &verifier{rc: rc, h: sha256.New(), want: v}
 }
 
 type verifier struct {
