@@ -7,11 +7,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/spf13/cobra"
 
 	"github.com/lakedata/lake/client"
+	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/wire"
+	"github.com/lakedata/lake/wire/lakepb"
 )
 
 // getOptions are the flags of `lake get`.
@@ -42,7 +46,12 @@ func newGetCommand(g *globalOptions) *cobra.Command {
 		Use:   "get --table T --key K [--version N] -o OUT",
 		Short: "Download a file of a table from the stage",
 		Long: `Find the row of the table whose FILE value has the key, read the object
-straight from the stage and write it to OUT.
+and write it to OUT. On a local stage, and on an S3 stage that allows
+direct uploads when AWS credentials are at hand, the row and the object
+are read straight from the stage. Otherwise (S3 with presigned uploads,
+or no AWS credentials) the metadata service finds the row and signs a
+read URL that the object is downloaded with; a broken connection
+resumes where it stopped.
 
 The bytes are checked against the size and SHA-256 recorded in the row.
 OUT is written to a temporary file and renamed into place only when they
@@ -76,17 +85,7 @@ version never committed.` + endpointHelp,
 }
 
 func runGet(ctx context.Context, c *client.Client, o *getOptions, stdout io.Writer) error {
-	find := c.FindFile
-	if o.atVersion {
-		find = func(ctx context.Context, table, key string) (wire.FileValue, error) {
-			return c.FindFileAt(ctx, table, key, o.version)
-		}
-	}
-	v, err := find(ctx, o.table, o.key)
-	if err != nil {
-		return err
-	}
-	rc, err := c.Open(ctx, v)
+	rc, err := openForGet(ctx, c, o)
 	if err != nil {
 		return err
 	}
@@ -96,6 +95,57 @@ func runGet(ctx context.Context, c *client.Client, o *getOptions, stdout io.Writ
 		return err
 	}
 	return writeFileAtomic(o.out, rc)
+}
+
+// openForGet finds the row and opens its bytes, checked at the end: through
+// a read URL the metadata service signs when this process is not expected
+// to reach the stage itself, else straight from the stage.
+func openForGet(ctx context.Context, c *client.Client, o *getOptions) (io.ReadCloser, error) {
+	var version *int64
+	if o.atVersion {
+		version = &o.version
+	}
+	if readsThroughURL(ctx, c.Stage()) {
+		rc, _, err := c.OpenURL(ctx, o.table, o.key, client.URLReadOptions{Version: version})
+		return rc, err
+	}
+	find := c.FindFile
+	if version != nil {
+		find = func(ctx context.Context, table, key string) (wire.FileValue, error) {
+			return c.FindFileAt(ctx, table, key, *version)
+		}
+	}
+	v, err := find(ctx, o.table, o.key)
+	if err != nil {
+		return nil, err
+	}
+	return c.Open(ctx, v)
+}
+
+// readsThroughURL reports whether lake get reads an S3 stage through read
+// URLs: always when uploads are presigned (clients are expected to hold no
+// stage credentials), otherwise when this process has none. A local stage
+// is read directly.
+func readsThroughURL(ctx context.Context, stage *lakepb.StageDescriptor) bool {
+	if stage.GetKind() != objects.KindS3 {
+		return false
+	}
+	return stage.GetUploadMode() == "presigned" || !hasAWSCredentials(ctx)
+}
+
+// hasAWSCredentials reports whether the AWS default chain (environment,
+// shared files, SSO, and the instance metadata service unless
+// AWS_EC2_METADATA_DISABLED=true) yields credentials within a few seconds.
+// It asks no AWS service whether they work.
+func hasAWSCredentials(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil || cfg.Credentials == nil {
+		return false
+	}
+	creds, err := cfg.Credentials.Retrieve(ctx)
+	return err == nil && creds.HasKeys()
 }
 
 // writeFileAtomic writes everything r yields to path: temp file, fsync,

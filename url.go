@@ -10,15 +10,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakedata/lake/client"
+	"github.com/lakedata/lake/wire/lakepb"
 )
 
 // urlOptions are the flags of `lake url`.
 type urlOptions struct {
 	endpointOptions
-	table   string
-	key     string
-	expires time.Duration
-	json    bool
+	table     string
+	key       string
+	expires   time.Duration
+	json      bool
+	version   int64
+	atVersion bool // --version was given
 }
 
 func (o *urlOptions) addFlags(cmd *cobra.Command) {
@@ -28,6 +31,7 @@ func (o *urlOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.key, "key", "", "the object's FILE key (required)")
 	f.DurationVar(&o.expires, "expires", 0, "how long the URL works, e.g. 1h (default 15m; at most the server's --url-max-expiry)")
 	f.BoolVar(&o.json, "json", false, "print the URL and its expiry as one JSON object")
+	f.Int64Var(&o.version, "version", 0, "the key's row must be in this version of the table (time travel); it may have been deleted since")
 	_ = cmd.MarkFlagRequired("table")
 	_ = cmd.MarkFlagRequired("key")
 }
@@ -35,14 +39,15 @@ func (o *urlOptions) addFlags(cmd *cobra.Command) {
 func newURLCommand(g *globalOptions) *cobra.Command {
 	o := &urlOptions{}
 	cmd := &cobra.Command{
-		Use:   "url --table T --key K [--expires DUR]",
+		Use:   "url --table T --key K [--expires DUR] [--version N]",
 		Short: "Print a URL that reads one object without lake or stage credentials",
 		Long: `Print a URL that reads the object at key K with a plain HTTP GET (curl,
 a browser), for a while. The metadata service signs it with the stage's
 credentials; whoever holds the URL reads the object until it expires, so
 treat it as a secret. A read token may ask for one.
 
-K must be the FILE key of a row of the table's current version. On an S3
+K must be the FILE key of a row of the table's current version, or of
+version N with --version N. On an S3
 stage the URL is presigned and works for --expires (default 15 minutes;
 longer than the server's --url-max-expiry, by default 7 days, is
 refused). On a local stage it is the object's file:// URL, which works
@@ -53,6 +58,10 @@ only where the stage directory is.` + endpointHelp,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.expires < 0 {
 				return fmt.Errorf("%w: --expires must be positive", errUsage)
+			}
+			o.atVersion = cmd.Flags().Changed("version")
+			if o.atVersion && o.version < 0 {
+				return fmt.Errorf("%w: --version must not be negative", errUsage)
 			}
 			c, err := o.connect(cmd.Context(), g)
 			if err != nil {
@@ -74,7 +83,13 @@ type urlLine struct {
 }
 
 func runURL(ctx context.Context, c *client.Client, o *urlOptions, w io.Writer) error {
-	res, err := c.URL(ctx, o.table, o.key, o.expires)
+	var res *lakepb.ObjectUrl
+	var err error
+	if o.atVersion {
+		res, err = c.URLAt(ctx, o.table, o.key, o.expires, o.version)
+	} else {
+		res, err = c.URL(ctx, o.table, o.key, o.expires)
+	}
 	if err != nil {
 		return err
 	}

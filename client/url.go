@@ -30,6 +30,14 @@ func (c *Client) URL(ctx context.Context, table, key string, expires time.Durati
 	return c.objectURL(ctx, table, key, expires, nil)
 }
 
+// URLAt is URL at a version of the table (time travel): a row of that
+// version must hold the key, though it may have been deleted since. A
+// version never committed is wire.ErrVersionNotFound, an expired one
+// wire.ErrVersionExpired.
+func (c *Client) URLAt(ctx context.Context, table, key string, expires time.Duration, version int64) (*lakepb.ObjectUrl, error) {
+	return c.objectURL(ctx, table, key, expires, &version)
+}
+
 func (c *Client) objectURL(ctx context.Context, table, key string, expires time.Duration, version *int64) (*lakepb.ObjectUrl, error) {
 	req := &lakepb.ObjectUrlRequest{Table: table, Key: key, Version: version}
 	if expires != 0 {

@@ -364,3 +364,136 @@ func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+// TestGetThroughReadURLOnS3: `lake get` with a read token and no AWS
+// credentials at all downloads through a read URL, whether the stage's
+// uploads are presigned (the default) or direct: the exact bytes, to a
+// file and to standard output, of the latest version's row and, with
+// --version, of a row deleted since. A key no row has is not found. The
+// objects are put by a client that holds the gateway's credentials. No
+// URL signature reaches the CLI's stderr or the service's log.
+func TestGetThroughReadURLOnS3(t *testing.T) {
+	gw := s3test.Start(t)
+	for _, mode := range []string{"presigned", "direct"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			tk := newScopeTokens()
+			tokens := writeTokenFile(t, dir, "tokens", tk.read+" read", tk.write+" write", tk.admin+" admin")
+			withCreds := s3Env(t, gw)
+			args := []string{"serve", "--listen", "127.0.0.1:0", "--meta-listen", "127.0.0.1:0", "--log-level", "debug",
+				"--data-dir", filepath.Join(dir, "data"), "--stage", "s3://" + gw.NewBucket(t) + "/lake", "--s3-endpoint", gw.Endpoint,
+				"--token-file", tokens}
+			if mode == "direct" {
+				args = append(args, "--direct-uploads")
+			}
+			p := startLakeEnv(t, withCreds, args...)
+			endpoint := "grpc://" + p.Addr()
+			empty := filepath.Join(dir, "empty")
+			if err := os.WriteFile(empty, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			noCreds := noAWSEnv(empty)
+			var stderrs []string
+			run := func(env []string, token string, args ...string) (string, int) {
+				t.Helper()
+				out, errOut, code := runEnv(t, env, endpoint, token, args...)
+				stderrs = append(stderrs, errOut)
+				if code != 0 && code != 1 {
+					t.Fatalf("lake %s: exit %d\n%s", strings.Join(args, " "), code, errOut)
+				}
+				return out, code
+			}
+			must := func(env []string, token string, args ...string) string {
+				t.Helper()
+				out, code := run(env, token, args...)
+				if code != 0 {
+					t.Fatalf("lake %s: exit %d\n%s", strings.Join(args, " "), code, stderrs[len(stderrs)-1])
+				}
+				return out
+			}
+			must(noCreds, tk.admin, "table", "create", "clips")
+			put := func(name string, size int) (string, []byte) {
+				t.Helper()
+				content := make([]byte, size)
+				rand.Read(content)
+				file := filepath.Join(dir, name)
+				if err := os.WriteFile(file, content, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				var res struct{ Key string }
+				out := must(withCreds, tk.write, "put", file, "--table", "clips", "--json", "--no-progress", "--checkpoint-dir", filepath.Join(dir, "cp"))
+				if err := json.Unmarshal([]byte(out), &res); err != nil || res.Key == "" {
+					t.Fatalf("put output %q: %v", out, err)
+				}
+				return res.Key, content
+			}
+			keyA, a := put("a.mp4", 6<<20+11)                                  // version 1; more than one part
+			keyB, b := put("b.mp4", 1234)                                      // version 2
+			must(withCreds, tk.write, "rm", "--table", "clips", "--key", keyA) // version 3
+
+			get := func(key string, extra ...string) ([]byte, int) {
+				t.Helper()
+				out := filepath.Join(dir, "got-"+filepath.Base(key))
+				os.Remove(out)
+				_, code := run(noCreds, tk.read, append([]string{"get", "--table", "clips", "--key", key, "-o", out}, extra...)...)
+				if code != 0 {
+					if _, err := os.Stat(out); err == nil {
+						t.Errorf("a failed get of %s left %s", key, out)
+					}
+					return nil, code
+				}
+				got, err := os.ReadFile(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return got, code
+			}
+			if got, code := get(keyB); code != 0 || sha256Hex(got) != sha256Hex(b) {
+				t.Errorf("get of b without AWS credentials: exit %d, %d bytes; want b's %d\n%s", code, len(got), len(b), stderrs[len(stderrs)-1])
+			}
+			if got, code := get(keyA, "--version", "1"); code != 0 || sha256Hex(got) != sha256Hex(a) {
+				t.Errorf("get of a at version 1 without AWS credentials: exit %d, %d bytes; want a's %d\n%s", code, len(got), len(a), stderrs[len(stderrs)-1])
+			}
+			if out, code := run(noCreds, tk.read, "get", "--table", "clips", "--key", keyB, "-o", "-"); code != 0 || sha256Hex([]byte(out)) != sha256Hex(b) {
+				t.Errorf("get of b to stdout: exit %d, %d bytes", code, len(out))
+			}
+			for _, tc := range []struct {
+				name string
+				key  string
+				args []string
+				want string
+			}{
+				{"a deleted row at the latest version", keyA, nil, "no such file in the table"},
+				{"a key no row has", "objects/2026/12/01/nothing-here.bin", nil, "no such file in the table"},
+				{"b before its row", keyB, []string{"--version", "1"}, "no such file in the table"},
+				{"a version never committed", keyB, []string{"--version", "9"}, "version not found"},
+			} {
+				if _, code := get(tc.key, tc.args...); code != 1 || !strings.Contains(stderrs[len(stderrs)-1], tc.want) {
+					t.Errorf("%s: exit %d, %q; want 1 and %q", tc.name, code, stderrs[len(stderrs)-1], tc.want)
+				}
+			}
+			// lake url --version signs a URL for the deleted row's object.
+			u := strings.TrimSpace(must(noCreds, tk.read, "url", "--table", "clips", "--key", keyA, "--version", "1"))
+			if got, code := fetch(t, u); code != http.StatusOK || sha256Hex(got) != sha256Hex(a) {
+				t.Errorf("GET of lake url --version 1 for a: status %d, %d bytes", code, len(got))
+			}
+			if _, code := run(noCreds, tk.read, "url", "--table", "clips", "--key", keyA); code != 1 {
+				t.Errorf("lake url of a at the latest version: exit %d, want 1", code)
+			}
+			if mode == "direct" {
+				// With credentials and direct uploads, get reads the stage itself.
+				if out, code := run(withCreds, tk.read, "get", "--table", "clips", "--key", keyA, "--version", "1", "-o", "-"); code != 0 || sha256Hex([]byte(out)) != sha256Hex(a) {
+					t.Errorf("get with credentials: exit %d, %d bytes", code, len(out))
+				}
+			}
+			for _, errOut := range stderrs {
+				if strings.Contains(errOut, "X-Amz-Signature") {
+					t.Fatalf("a URL signature on the CLI's stderr: %q", errOut)
+				}
+			}
+			if strings.Contains(p.output(), "X-Amz-Signature") {
+				t.Error("a URL signature is in the service's log")
+			}
+		})
+	}
+}
