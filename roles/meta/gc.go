@@ -214,7 +214,16 @@ func (s *Service) GC(ctx context.Context, req *lakepb.GcRequest) (*lakepb.GcResu
 		return res, s.sweepLeftovers(ctx, leftoverCutoff, res, true)
 	}
 
-	// 3. Free.
+	// 3. Free. The dedup entries of the doomed objects go first, before
+	// any of them is freed: since the doomed set was published a grant
+	// refuses these objects (dedupUsable asks doomedObject), and from
+	// here on no entry names them, so a grant never answers an object
+	// this collection is freeing or has freed. (An entry recorded for one
+	// of them later, by a completion or the verifier racing this run, is
+	// refused by the grant's stat of the object and dropped then.)
+	if err := s.ix.dropDedup(objectKeys(doomed)...); err != nil {
+		return res, fmt.Errorf("meta: gc: drop dedup entries: %w", err)
+	}
 	failpoint.Hit(FailGCBeforeFree)
 	if err := s.free(ctx, doomed, res.Objects, nil); err != nil {
 		return res, err
@@ -228,6 +237,14 @@ func (s *Service) GC(ctx context.Context, req *lakepb.GcRequest) (*lakepb.GcResu
 	s.log.Info("garbage collected", "objects", res.Objects.Count, "object_bytes", res.Objects.Bytes,
 		"data_files", res.DataFiles.Count, "uploads", res.Uploads.Count, "temp_files", res.TempFiles.Count, "grace", grace)
 	return res, nil
+}
+
+func objectKeys(infos []objects.Info) []string {
+	keys := make([]string, len(infos))
+	for i, o := range infos {
+		keys[i] = o.Key
+	}
+	return keys
 }
 
 func count(c *lakepb.GcCount, infos []objects.Info) {
@@ -391,7 +408,8 @@ func (s *Service) sweepLeftovers(ctx context.Context, cutoff time.Time, res *lak
 }
 
 // doomedObject refuses, in an append's check, an object the collector is
-// freeing. The caller holds the fence's read lock.
+// freeing; a grant asks it too before answering a dedup hit. The caller
+// holds the fence's read lock.
 func (s *Service) doomedObject(key string) error {
 	if s.gc.doomed[key] {
 		return fmt.Errorf("%w: %s is being freed by garbage collection: no retained row referenced it", wire.ErrObjectMissing, key)

@@ -77,7 +77,10 @@ func partCount(size, partSize int64) int64 {
 
 // UploadGrant starts an upload of a file for the table (see
 // lakepb.UploadGrantRequest). On a local stage the grant is the key
-// alone.
+// alone. Unless the request says no_dedup, it first asks the dedup index
+// (dedup.go): an object with the claimed content is answered as
+// existing, and a request without sha256 for a size the index knows is
+// answered hash_first; both start nothing.
 func (s *Service) UploadGrant(ctx context.Context, req *lakepb.UploadGrantRequest) (*lakepb.UploadGrant, error) {
 	expires, err := s.grantCheck(req)
 	if err != nil {
@@ -93,6 +96,11 @@ func (s *Service) UploadGrant(ctx context.Context, req *lakepb.UploadGrantReques
 		if s.cfg.Discover.GetKind() != objects.KindLocal {
 			return nil, fmt.Errorf("%w: the stage %s grants no uploads", wire.ErrUnsupported, s.cfg.Discover.GetRootUri())
 		}
+		// Dedup (dedup.go): read evidence only, the local stage has no
+		// part sums.
+		if answer := s.dedupGrant(ctx, t, req, UploadLocal, 0); answer != nil {
+			return answer, nil
+		}
 		return &lakepb.UploadGrant{Key: key, Mode: UploadLocal}, nil
 	}
 	partSize := g.GrantPartSize()
@@ -104,6 +112,11 @@ func (s *Service) UploadGrant(ctx context.Context, req *lakepb.UploadGrantReques
 		if int64(p.GetNumber()) > count {
 			return nil, fmt.Errorf("%w: part %d of a file of %d parts", wire.ErrInvalidRequest, p.GetNumber(), count)
 		}
+	}
+	// Dedup (dedup.go) before anything is started: a hit or hash_first
+	// leaves no upload behind.
+	if answer := s.dedupGrant(ctx, t, req, UploadPresigned, partSize); answer != nil {
+		return answer, nil
 	}
 	id, err := g.CreateGrant(ctx, key, req.GetContentType())
 	if err != nil {
@@ -146,14 +159,19 @@ func (s *Service) UploadRenew(ctx context.Context, req *lakepb.UploadRenewReques
 	if req.GetUploadId() == "" {
 		return nil, fmt.Errorf("%w: an upload id is required", wire.ErrInvalidRequest)
 	}
-	if _, err := grantParts(ctx, g, req.GetKey(), req.GetUploadId()); err != nil {
+	held, err := grantParts(ctx, g, req.GetKey(), req.GetUploadId())
+	if err != nil {
 		return nil, err
 	}
 	urls, at, err := signParts(ctx, g, req.GetKey(), req.GetUploadId(), req.GetParts(), expires)
 	if err != nil {
 		return nil, fmt.Errorf("meta: renew part URLs of %s: %w", req.GetKey(), err)
 	}
-	return &lakepb.UploadUrls{Urls: urls, ExpiresAtUnixMicros: at}, nil
+	out := &lakepb.UploadUrls{Urls: urls, ExpiresAtUnixMicros: at}
+	if req.GetListParts() {
+		out.Held = heldParts(held)
+	}
+	return out, nil
 }
 
 // UploadComplete checks the parts of a granted upload and publishes the
@@ -202,7 +220,30 @@ func (s *Service) UploadComplete(ctx context.Context, req *lakepb.UploadComplete
 		return nil, fmt.Errorf("%w: %s holds %d bytes, the upload claims %d", wire.ErrSizeMismatch, key, info.Size, size)
 	}
 	s.log.Info("upload completed", "table", t.name, "key", key, "size", size, "parts", len(parts))
-	return uploadedFile(req, info), nil
+	out := uploadedFile(req, info)
+	// Parts evidence for dedup (dedup.go), from the parts just published.
+	// Only here: a completion answered from the object alone (the upload
+	// is gone, the path above) has no part sums, and its sha256 claim may
+	// not be the one the parts were completed with.
+	if digest, err := partDigest(parts); err != nil {
+		s.log.Warn("cannot record an object for dedup", "key", key, "err", err)
+	} else if e, err := partsEvidence(size, req.GetSha256(), g.GrantPartSize(), digest); err != nil {
+		s.log.Warn("cannot record an object for dedup", "key", key, "err", err)
+	} else {
+		s.recordDedup(e, out)
+	}
+	return out, nil
+}
+
+// heldParts is the wire form of the parts the stage holds, in part order.
+func heldParts(parts []objects.GrantPart) []*lakepb.HeldPart {
+	sorted := slices.Clone(parts)
+	slices.SortFunc(sorted, func(a, b objects.GrantPart) int { return int(a.Number) - int(b.Number) })
+	out := make([]*lakepb.HeldPart, len(sorted))
+	for i, p := range sorted {
+		out[i] = &lakepb.HeldPart{Number: p.Number, Size: p.Size, Sha256: p.SHA256}
+	}
+	return out
 }
 
 // completeLocal answers the FILE value of a file a client wrote into the
@@ -240,6 +281,13 @@ func (s *Service) completeLocal(ctx context.Context, req *lakepb.UploadCompleteR
 	}
 	out := uploadedFile(req, info)
 	out.Sha256 = sum
+	// Read evidence for dedup (dedup.go): the sum is this service's own.
+	// A client of a local stage can write into the stage directory, so
+	// it could change the bytes later; the local stage trusts its writers
+	// with every object already.
+	if e, err := readEvidence(info.Size, sum); err == nil {
+		s.recordDedup(e, out)
+	}
 	return out, nil
 }
 
@@ -358,8 +406,10 @@ func (s *Service) grantCheck(req *lakepb.UploadGrantRequest) (time.Duration, err
 		return 0, fmt.Errorf("%w: a file name of 1 to %d bytes is required", wire.ErrInvalidRequest, maxUploadNameLen)
 	case req.GetSize() < 0:
 		return 0, fmt.Errorf("%w: size %d", wire.ErrInvalidRequest, req.GetSize())
-	case !wire.IsSHA256Hex(req.GetSha256()):
+	case req.GetSha256() != "" && !wire.IsSHA256Hex(req.GetSha256()):
 		return 0, fmt.Errorf("%w: sha256 is not 64 lowercase hex digits", wire.ErrInvalidRequest)
+	case req.GetPartDigest() != "" && !wire.IsSHA256Hex(req.GetPartDigest()):
+		return 0, fmt.Errorf("%w: part_digest is not 64 lowercase hex digits", wire.ErrInvalidRequest)
 	case len(req.GetContentType()) > maxContentTypeLen:
 		return 0, fmt.Errorf("%w: content type longer than %d bytes", wire.ErrInvalidRequest, maxContentTypeLen)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/lakedata/lake/internal/flightrpc"
 	"github.com/lakedata/lake/internal/s3test"
@@ -330,5 +331,215 @@ func TestUploadGrantLocal(t *testing.T) {
 	}
 	if err := wire.FromStatus(flightrpc.Action(ctx, f.fc, wire.ActionUploadComplete, &lakepb.UploadCompleteRequest{Table: "clips", Key: g.GetKey(), UploadId: "x"}, &file)); !errors.Is(err, wire.ErrInvalidRequest) {
 		t.Fatalf("an upload id on a local stage: %v", err)
+	}
+}
+
+// s3Upload is a file as a client of an S3 stage with 5 MiB parts sends
+// it: its whole sha256, its parts and their digest.
+type s3Upload struct {
+	data   []byte
+	parts  [][]byte
+	digest string
+}
+
+func newS3Upload(data []byte) s3Upload {
+	u := s3Upload{data: data}
+	h := sha256.New()
+	for off := 0; off == 0 || off < len(data); off += 5 << 20 {
+		p := data[off:min(off+5<<20, len(data))]
+		u.parts = append(u.parts, p)
+		s := sha256.Sum256(p)
+		h.Write(s[:])
+	}
+	u.digest = hex.EncodeToString(h.Sum(nil))
+	return u
+}
+
+// request is a grant request of u that claims sum as its sha256.
+func (u s3Upload) request(sum string) *lakepb.UploadGrantRequest {
+	req := &lakepb.UploadGrantRequest{Table: "clips", FileName: "clip.bin", Size: int64(len(u.data)), Sha256: sum, PartDigest: u.digest, ContentType: "video/mp4"}
+	for i, p := range u.parts {
+		req.Parts = append(req.Parts, &lakepb.UploadPart{Number: int32(i + 1), Sha256: hexOf(p)})
+	}
+	return req
+}
+
+func (m *s3Meta) grant(t *testing.T, req *lakepb.UploadGrantRequest) *lakepb.UploadGrant {
+	t.Helper()
+	var g lakepb.UploadGrant
+	if err := flightrpc.Action(t.Context(), m.fc, wire.ActionUploadGrant, req, &g); err != nil {
+		t.Fatalf("grant: %v", err)
+	}
+	return &g
+}
+
+// upload grants u claiming sum, PUTs its parts and completes it with sum.
+func (m *s3Meta) upload(t *testing.T, hc *http.Client, u s3Upload, sum string) *lakepb.UploadedFile {
+	t.Helper()
+	req := u.request(sum)
+	req.NoDedup = true
+	g := m.grant(t, req)
+	for i, pu := range g.GetUrls() {
+		if code := httpPut(t, hc, pu, u.parts[i]); code != http.StatusOK {
+			t.Fatalf("part %d: status %d", i+1, code)
+		}
+	}
+	var file lakepb.UploadedFile
+	complete := &lakepb.UploadCompleteRequest{Table: "clips", Key: g.GetKey(), UploadId: g.GetUploadId(), Size: ptr(int64(len(u.data))), Sha256: sum, ContentType: "video/mp4"}
+	if err := flightrpc.Action(t.Context(), m.fc, wire.ActionUploadComplete, complete, &file); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	return &file
+}
+
+// pendingUploads counts the multipart uploads the stage holds.
+func (m *s3Meta) pendingUploads(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, err := range m.store.Leftovers(t.Context(), time.Now().Add(time.Hour)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
+// Dedup on S3: a completed upload's part sums, as the gateway checked
+// them, are evidence; a second grant with the same sha256 and part
+// digest answers the first object's FILE value and starts nothing; a
+// grant without sha256 for that size is told to hash first and starts
+// nothing; another part digest or no_dedup gets an ordinary grant. A
+// liar who completed other bytes under the genuine file's sha256 is never
+// answered, neither to the genuine file nor to an honest uploader of the
+// liar's bytes.
+func TestUploadDedupOnS3(t *testing.T) {
+	m := newS3Meta(t)
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+
+	genuine := newS3Upload(randomBytes(t, 5<<20+1234))
+	first := m.upload(t, hc, genuine, hexOf(genuine.data))
+	if n := m.pendingUploads(t); n != 0 {
+		t.Fatalf("%d uploads pending after the completion", n)
+	}
+	g := m.grant(t, genuine.request(hexOf(genuine.data)))
+	if !proto.Equal(g.GetExisting(), first) || g.GetKey() != "" || g.GetUploadId() != "" || len(g.GetUrls()) != 0 || g.GetHashFirst() {
+		t.Fatalf("a grant of the same content: %v, want existing %v", g, first)
+	}
+	if logs := m.logs.String(); !strings.Contains(logs, "upload deduplicated") || !strings.Contains(logs, first.GetKey()) || strings.Contains(logs, "X-Amz-Signature") {
+		t.Errorf("the log has no dedup line naming the key, or a URL:\n%s", logs)
+	}
+	probe := &lakepb.UploadGrantRequest{Table: "clips", FileName: "clip.bin", Size: int64(len(genuine.data))}
+	if g := m.grant(t, probe); !g.GetHashFirst() || g.GetKey() != "" || g.GetUploadId() != "" || g.GetExisting() != nil {
+		t.Fatalf("a grant without sha256 for a known size: %v, want hash_first", g)
+	}
+	if n := m.pendingUploads(t); n != 0 {
+		t.Fatalf("hash_first and a dedup hit left %d uploads pending", n)
+	}
+	probe.Size++
+	if g := m.grant(t, probe); !isFreshGrant(g) || g.GetUploadId() == "" {
+		t.Errorf("a grant without sha256 for an unknown size: %v, want an ordinary grant", g)
+	}
+	otherDigest := genuine.request(hexOf(genuine.data))
+	otherDigest.PartDigest = hexOf([]byte("other parts"))
+	noDigest := genuine.request(hexOf(genuine.data))
+	noDigest.PartDigest = ""
+	noDedup := genuine.request(hexOf(genuine.data))
+	noDedup.NoDedup = true
+	for name, req := range map[string]*lakepb.UploadGrantRequest{"another part digest": otherDigest, "no part digest": noDigest, "no_dedup": noDedup} {
+		if g := m.grant(t, req); !isFreshGrant(g) || g.GetUploadId() == "" {
+			t.Errorf("%s: %v, want an ordinary grant", name, g)
+		}
+	}
+
+	// The liar: other bytes of the same size, completed under another
+	// file's sha256 (the gateway checks parts, not the whole).
+	target := newS3Upload(randomBytes(t, 5<<20+99))
+	liarBytes := newS3Upload(randomBytes(t, 5<<20+99))
+	lie := m.upload(t, hc, liarBytes, hexOf(target.data))
+	if lie.GetSha256() != hexOf(target.data) {
+		t.Fatalf("the liar's completion: %v", lie)
+	}
+	if g := m.grant(t, target.request(hexOf(target.data))); !isFreshGrant(g) {
+		t.Errorf("the genuine file after the liar: %v, want an ordinary grant", g)
+	}
+	if g := m.grant(t, liarBytes.request(hexOf(liarBytes.data))); !isFreshGrant(g) {
+		t.Errorf("an honest uploader of the liar's bytes: %v, want an ordinary grant", g)
+	}
+	// The genuine file uploaded for real is answered, and with its own object.
+	genuineFile := m.upload(t, hc, target, hexOf(target.data))
+	if g := m.grant(t, target.request(hexOf(target.data))); !proto.Equal(g.GetExisting(), genuineFile) {
+		t.Errorf("the genuine file once uploaded: %v, want existing %v", g, genuineFile)
+	}
+}
+
+// Completing again after a lost answer records nothing new: a retry that
+// claims another sha256 makes no entry for it.
+func TestUploadCompleteAgainRecordsNoWrongEntry(t *testing.T) {
+	m := newS3Meta(t)
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	u := newS3Upload(randomBytes(t, 1000))
+	req := u.request(hexOf(u.data))
+	g := m.grant(t, req)
+	if code := httpPut(t, hc, g.GetUrls()[0], u.data); code != http.StatusOK {
+		t.Fatalf("part: status %d", code)
+	}
+	complete := &lakepb.UploadCompleteRequest{Table: "clips", Key: g.GetKey(), UploadId: g.GetUploadId(), Size: ptr(int64(len(u.data))), Sha256: hexOf(u.data)}
+	var file lakepb.UploadedFile
+	if err := flightrpc.Action(t.Context(), m.fc, wire.ActionUploadComplete, complete, &file); err != nil {
+		t.Fatal(err)
+	}
+	falseSum := hexOf([]byte("a later, false claim"))
+	complete.Sha256 = falseSum
+	if err := flightrpc.Action(t.Context(), m.fc, wire.ActionUploadComplete, complete, &file); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := m.svc.ix.dedupCandidates(mustPartsEvidence(t, int64(len(u.data)), falseSum, 5<<20, u.digest)); err != nil || len(cs) != 0 {
+		t.Errorf("the retry recorded %d entries under its claim (%v)", len(cs), err)
+	}
+	if g := m.grant(t, u.request(hexOf(u.data))); g.GetExisting().GetKey() != file.GetKey() {
+		t.Errorf("the first completion's entry: %v", g)
+	}
+}
+
+// list_parts answers the parts the stage holds, with the sums it checked.
+func TestUploadRenewListsHeldParts(t *testing.T) {
+	m := newS3Meta(t)
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	u := newS3Upload(randomBytes(t, 10<<20+7))
+	g := m.grant(t, u.request(hexOf(u.data)))
+	renew := func() []*lakepb.HeldPart {
+		t.Helper()
+		var out lakepb.UploadUrls
+		if err := flightrpc.Action(t.Context(), m.fc, wire.ActionUploadRenew, &lakepb.UploadRenewRequest{Table: "clips", Key: g.GetKey(), UploadId: g.GetUploadId(), ListParts: true}, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.GetHeld()
+	}
+	if held := renew(); len(held) != 0 {
+		t.Fatalf("before any PUT: %v", held)
+	}
+	for _, i := range []int{2, 0} {
+		if code := httpPut(t, hc, g.GetUrls()[i], u.parts[i]); code != http.StatusOK {
+			t.Fatalf("part %d: status %d", i+1, code)
+		}
+	}
+	held := renew()
+	want := []*lakepb.HeldPart{{Number: 1, Size: 5 << 20, Sha256: hexOf(u.parts[0])}, {Number: 3, Size: 7, Sha256: hexOf(u.parts[2])}}
+	if len(held) != len(want) {
+		t.Fatalf("held %v, want %v", held, want)
+	}
+	for i := range want {
+		if !proto.Equal(held[i], want[i]) {
+			t.Errorf("held part %d: %v, want %v", i, held[i], want[i])
+		}
+	}
+	// Without list_parts nothing is listed.
+	var out lakepb.UploadUrls
+	if err := flightrpc.Action(t.Context(), m.fc, wire.ActionUploadRenew, &lakepb.UploadRenewRequest{Table: "clips", Key: g.GetKey(), UploadId: g.GetUploadId()}, &out); err != nil || len(out.GetHeld()) != 0 {
+		t.Errorf("renew without list_parts: %v, %v", &out, err)
 	}
 }

@@ -84,7 +84,7 @@ func openIndex(dir string, logger *slog.Logger) (*index, error) {
 		db.NoSync = true
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketTables, bucketLog, bucketCommits, bucketCheckpoints, bucketVerified} {
+		for _, b := range [][]byte{bucketMeta, bucketTables, bucketLog, bucketCommits, bucketCheckpoints, bucketVerified, bucketDedup, bucketDedupByObject} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -150,7 +150,7 @@ func (ix *index) stage() (string, error) {
 // reset empties the index and binds it to stage.
 func (ix *index) reset(stage string) error {
 	return ix.db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketTables, bucketLog, bucketCommits, bucketCheckpoints, bucketVerified} {
+		for _, b := range [][]byte{bucketTables, bucketLog, bucketCommits, bucketCheckpoints, bucketVerified, bucketDedup, bucketDedupByObject} {
 			if err := tx.DeleteBucket(b); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 				return err
 			}

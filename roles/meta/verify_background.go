@@ -142,7 +142,28 @@ func (v *backgroundVerifier) check(ctx context.Context, t *table, o verifyObject
 			v.warn(t, o, c, r, p)
 		}
 	}
-	return v.put(o.key, rec)
+	if err := v.put(o.key, rec); err != nil {
+		return err
+	}
+	if rec.Match {
+		v.recordDedup(ctx, o.key, rec)
+	}
+	return nil
+}
+
+// recordDedup adds read evidence for an object read whole whose rows all
+// agree with the read (dedup.go). A failure costs a later dedup only.
+func (v *backgroundVerifier) recordDedup(ctx context.Context, key string, rec verifyRecord) {
+	e, err := readEvidence(rec.Size, rec.SHA256)
+	if err != nil {
+		return
+	}
+	f, err := v.s.verifiedValue(ctx, key, rec.Size, rec.SHA256)
+	if err != nil {
+		v.s.log.Debug("not recording a verified object for dedup", "key", key, "err", err)
+		return
+	}
+	v.s.recordDedup(e, f)
 }
 
 func (v *backgroundVerifier) put(key string, r verifyRecord) error {

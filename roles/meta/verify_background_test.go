@@ -249,3 +249,39 @@ func TestBackgroundPassFailsWithoutSkipping(t *testing.T) {
 		t.Fatalf("after the data file came back: %+v, %t", r, ok)
 	}
 }
+
+// TestBackgroundVerifierRecordsDedup: an object the verifier read whole
+// and whose rows agree becomes dedup evidence (its own read), so a grant
+// of that content answers it; an object whose row claims another sha256
+// does not, under either sum.
+func TestBackgroundVerifierRecordsDedup(t *testing.T) {
+	f := newFixture(t)
+	f.restartWith(noBackground)
+	f.createTable("clips")
+	okBytes, liarBytes := randomBytes(t, verifyChunk+5), randomBytes(t, 1234)
+	ok := f.putObject("ok.bin", okBytes)
+	liar := f.putObject("liar.bin", liarBytes)
+	liar.SHA256 = sumHex([]byte("not these bytes"))
+	f.appendRows("clips", []string{"ok", "liar"}, []wire.FileValue{ok, liar})
+	grantOf := func(size int64, sum string) *lakepb.UploadGrantRequest {
+		return &lakepb.UploadGrantRequest{Table: "clips", FileName: "again.bin", Size: size, Sha256: sum}
+	}
+	if g := f.grant(grantOf(ok.Size, ok.SHA256)); !isFreshGrant(g) {
+		t.Fatalf("before verification: %v, want an ordinary grant", g)
+	}
+
+	v := newBackgroundVerifier(f.svc, newTokenBucket(1<<40, verifyChunk))
+	if err := v.pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g := f.grant(grantOf(ok.Size, ok.SHA256))
+	if e := g.GetExisting(); e.GetKey() != ok.Key || e.GetSize() != ok.Size || e.GetSha256() != ok.SHA256 || e.GetUploadedAtUnixMicros() == 0 {
+		t.Fatalf("after verification: %v, want existing %s", g, ok.Key)
+	}
+	f.appendRows("clips", []string{"ok-again"}, []wire.FileValue{fileValue(g.GetExisting())})
+	for _, sum := range []string{liar.SHA256, sumHex(liarBytes)} {
+		if g := f.grant(grantOf(liar.Size, sum)); !isFreshGrant(g) {
+			t.Errorf("the liar's object under %s: %v, want an ordinary grant", sum, g)
+		}
+	}
+}
