@@ -377,14 +377,15 @@ func (s *Store) publish(key string, place func() error) error {
 	err := place()
 	for attempt := 1; errors.Is(err, fs.ErrNotExist) && dir != "." && attempt <= publishAttempts; attempt++ {
 		// The directory is missing: make it, or a concurrent Delete
-		// removed it as empty between MkdirAll and place. What was known
-		// of it is stale; of an ancestor that was recreated, its identity
-		// tells.
+		// removed it as empty between MkdirAll and place — or, within
+		// MkdirAll, removed a parent it had just made (then MkdirAll
+		// itself fails with ErrNotExist, and the loop tries again). What
+		// was known of it is stale; of an ancestor that was recreated, its
+		// identity tells.
 		s.durable.forget(dir)
-		if err := s.root.MkdirAll(dir, dirPerm); err != nil {
-			return err
+		if err = s.root.MkdirAll(dir, dirPerm); err == nil {
+			err = place()
 		}
-		err = place()
 	}
 	if err != nil {
 		return err

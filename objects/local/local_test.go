@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -341,5 +344,40 @@ func TestNotResumer(t *testing.T) {
 	var s objects.Store = open(t, t.TempDir())
 	if _, ok := s.(objects.Resumer); ok {
 		t.Fatal("the local store is an objects.Resumer")
+	}
+}
+
+// TestPutBesideDeletesOfItsDirectory: puts into a directory that deletes
+// keep emptying (and so removing, parents and all) never fail for want of
+// a directory: a Delete may remove a parent that a put's MkdirAll has
+// just made, and the put makes it again.
+func TestPutBesideDeletesOfItsDirectory(t *testing.T) {
+	st, err := local.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 150 {
+				key := fmt.Sprintf("objects/2026/12/%02d/w%d-%d", i%3, w, i)
+				if _, err := st.Put(ctx, key, strings.NewReader("x"), objects.PutOptions{}); err != nil {
+					errs <- err
+					return
+				}
+				if err := st.Delete(ctx, key); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
