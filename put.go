@@ -196,6 +196,10 @@ type putLine struct {
 	UploadedAt  time.Time `json:"uploaded_at"`
 	Version     int64     `json:"version"`
 	Duplicate   bool      `json:"duplicate"`
+	// Deduplicated: the stage held the content already; the row names
+	// that object and nothing was uploaded.
+	Deduplicated bool  `json:"deduplicated"`
+	BytesSent    int64 `json:"bytes_sent"`
 }
 
 // putFailedLine is the --json output for a file that failed, or that an
@@ -218,6 +222,7 @@ func runPut(ctx context.Context, c *client.Client, o *putOptions, set map[string
 			return enc.Encode(putLine{
 				Path: p, Table: res.Table, Key: v.Key, Size: v.Size, SHA256: v.SHA256, ContentType: v.ContentType,
 				ETag: v.ETag, UploadedAt: v.UploadedAt.UTC(), Version: res.Version, Duplicate: res.Duplicate,
+				Deduplicated: res.Deduplicated, BytesSent: res.BytesSent,
 			})
 		}
 		_, err := fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", v.Key, v.Size, v.SHA256, res.Version)
@@ -308,6 +313,7 @@ func runPutFiles(ctx context.Context, c *client.Client, o *putOptions, set map[s
 			err = enc.Encode(putLine{
 				Path: r.Path, Table: o.table, Key: v.Key, Size: v.Size, SHA256: v.SHA256, ContentType: v.ContentType,
 				ETag: v.ETag, UploadedAt: v.UploadedAt.UTC(), Version: r.Version, Duplicate: r.Duplicate,
+				Deduplicated: r.Deduplicated, BytesSent: r.BytesSent,
 			})
 		default:
 			_, err = fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", r.File.Key, r.File.Size, r.File.SHA256, r.Version)

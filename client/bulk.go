@@ -21,6 +21,7 @@ import (
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/checkpoint"
 	"github.com/lakedata/lake/wire"
+	"github.com/lakedata/lake/wire/lakepb"
 )
 
 // Defaults of PutFilesOptions.
@@ -110,11 +111,14 @@ type FileResult struct {
 	// Path is the file as PutFiles found it: an argument, or a path under
 	// a directory argument.
 	Path string
-	// File, Version and Duplicate are as in PutResult; unset when Err is
-	// set or Skipped.
-	File      wire.FileValue
-	Version   int64
-	Duplicate bool
+	// File, Version, Duplicate, Deduplicated and BytesSent are as in
+	// PutResult; unset when Err is set or Skipped. A row resent from an
+	// earlier run's checkpoint says nothing of its upload.
+	File         wire.FileValue
+	Version      int64
+	Duplicate    bool
+	Deduplicated bool
+	BytesSent    int64
 	// Skipped: an earlier, interrupted run of the same put committed the
 	// file's row, so this run did not put it again.
 	Skipped bool
@@ -176,6 +180,12 @@ func (c *Client) PutFiles(ctx context.Context, table string, paths []string, o P
 	plan, err := planRow(schema, "", o.Set)
 	if err != nil {
 		return nil, fmt.Errorf("client: put into %s: %w", table, err)
+	}
+	if c.uploadMode() == modeLocal {
+		// Small files are written before any call that checks the scope.
+		if err := c.checkWriteScope(ctx, table); err != nil {
+			return nil, err
+		}
 	}
 	b := &bulk{c: c, table: table, plan: plan, o: o, res: &PutFilesResult{}}
 	b.progress.FilesTotal = len(files) + len(walkErrs)
@@ -365,10 +375,20 @@ type bulk struct {
 	runMu  sync.Mutex
 	run    *checkpoint.Run
 	resent map[string]bool // paths of the pending batches this run sent again
+	// reuploaded: commit ids of batches whose files were put again after
+	// an object they named was gone; only the committer touches it.
+	reuploaded map[string]bool
 
-	mu       sync.Mutex // guards res, progress and the callbacks
+	mu       sync.Mutex // guards res, progress, sent and the callbacks
 	res      *PutFilesResult
 	progress BulkProgress
+	sent     map[string]uploadStat // by canonical path, the uploads of this run
+}
+
+// uploadStat is what one upload of a run sent.
+type uploadStat struct {
+	dedup bool
+	bytes int64
 }
 
 func (b *bulk) openRun(paths []string) error {
@@ -511,6 +531,12 @@ type uploaded struct {
 	err error
 }
 
+// viaGrant is a file's object as an upload grant answered it.
+type viaGrant struct {
+	file *lakepb.UploadedFile
+	stat uploadStat
+}
+
 // putAll uploads todo through Jobs workers and commits their rows in
 // batches: the workers feed a batcher, which seals a batch on its row
 // count or its age and hands it to one committer, so uploads go on while
@@ -631,10 +657,26 @@ func (b *bulk) upload(ctx context.Context, f bulkFile) uploaded {
 	var info objects.Info
 	var err error
 	switch {
+	case b.granted():
+		var g viaGrant
+		if g, err = b.uploadGranted(ctx, f, opts, false); err == nil {
+			b.addBytes(g.file.GetSize() - sent)
+			b.noteSent(f.abs, g.stat)
+			u.row = runFileOf(f, g.file)
+			return u
+		}
 	case b.resumable(f.size):
 		info, err = b.uploadResumable(ctx, f, key, opts)
 	case b.hasUploadCheckpoint(f):
 		err = errInterruptedPut
+	case b.c.uploadMode() == modeLocal && f.size >= localProbeMin:
+		var lg localGranted
+		if lg, err = b.c.putLocalGranted(ctx, b.table, f.name, f.abs, f.size, opts, false); err == nil {
+			b.addBytes(lg.file.GetSize() - sent)
+			b.noteSent(f.abs, uploadStat{dedup: lg.dedup, bytes: lg.written})
+			u.row = runFileOf(f, lg.file)
+			return u
+		}
 	default:
 		info, err = b.c.store.PutPath(ctx, key, f.abs, opts)
 	}
@@ -646,12 +688,73 @@ func (b *bulk) upload(ctx context.Context, f bulkFile) uploaded {
 		return u
 	}
 	b.addBytes(info.Size - sent)
+	b.noteSent(f.abs, uploadStat{bytes: info.Size})
 	u.row = checkpoint.RunFile{
 		Path: f.abs, Name: f.name, Size: info.Size, ModTime: f.modTime,
 		Key: info.Key, SHA256: info.SHA256, ContentType: opts.ContentType, ETag: info.ETag,
 		UploadedAt: time.Now().UTC(),
 	}
 	return u
+}
+
+// runFileOf is the run checkpoint's row of f, whose object a grant
+// answered: exactly the answered FILE value.
+func runFileOf(f bulkFile, up *lakepb.UploadedFile) checkpoint.RunFile {
+	v := uploadedValue(up)
+	return checkpoint.RunFile{
+		Path: f.abs, Name: f.name, Size: v.Size, ModTime: f.modTime,
+		Key: v.Key, SHA256: v.SHA256, ContentType: v.ContentType, ETag: v.ETag, UploadedAt: v.UploadedAt,
+	}
+}
+
+func (b *bulk) noteSent(abs string, st uploadStat) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sent == nil {
+		b.sent = make(map[string]uploadStat)
+	}
+	b.sent[abs] = st
+}
+
+// granted reports whether the run uploads through grants: the stage
+// takes no upload with this client's own credentials.
+func (b *bulk) granted() bool { return b.c.uploadMode() == modePresigned }
+
+// uploadGranted puts one file through a grant: a large one resumably,
+// through its upload checkpoint (kept, completed, until its batch
+// commits, as uploadResumable keeps it), a small one in one go.
+func (b *bulk) uploadGranted(ctx context.Context, f bulkFile, opts objects.PutOptions, noDedup bool) (viaGrant, error) {
+	po := b.c.grantOptions(b.table, f.name, opts.ContentType, "", opts.Progress)
+	po.NoDedup = noDedup
+	var sess *checkpoint.Session
+	if b.resumable(f.size) {
+		var err error
+		if sess, err = checkpoint.Open(b.c.checkpointPath(f.abs, b.table)); err != nil {
+			return viaGrant{}, err
+		}
+		defer sess.Close()
+		cp, err := sess.Load()
+		switch {
+		case errors.Is(err, checkpoint.ErrNoCheckpoint):
+		case err != nil:
+			return viaGrant{}, err
+		case cp.CommitID != "":
+			return viaGrant{}, errInterruptedPut
+		default:
+			p := PutOptions{}
+			if _, err := resumeFrom(cp, b.table, "", &p); err != nil {
+				return viaGrant{}, err
+			}
+			po.ContentType = p.ContentType
+		}
+	} else if b.hasUploadCheckpoint(f) {
+		return viaGrant{}, errInterruptedPut
+	}
+	res, err := b.c.uploader().PutFile(ctx, f.abs, sess, po)
+	if err != nil {
+		return viaGrant{}, err
+	}
+	return viaGrant{file: res.File, stat: uploadStat{dedup: res.Deduplicated, bytes: res.BytesSent}}, nil
 }
 
 // errInterruptedPut: a single `lake put` of the file into the table left a
@@ -675,7 +778,7 @@ func (b *bulk) hasUploadCheckpoint(f bulkFile) bool {
 // part's worth to resume, on a stage that resumes.
 func (b *bulk) resumable(size int64) bool {
 	_, ok := b.c.store.(objects.Resumer)
-	return ok && size >= checkpoint.MinPartSize && b.c.checkpointDir != ""
+	return (ok || b.granted()) && size >= checkpoint.MinPartSize && b.c.checkpointDir != ""
 }
 
 // uploadResumable uploads a large file as PutFile does, through its upload
@@ -750,6 +853,13 @@ func (b *bulk) commit(ctx context.Context, rb checkpoint.RunBatch, shown map[str
 	res, err := b.c.Append(ctx, b.table, rec, AppendOptions{CommitID: rb.CommitID})
 	rec.Release()
 	b.c.log.Debug("batch appended", "table", b.table, "rows", len(rows), "took", time.Since(start), "err", err)
+	if err != nil && objectGone(err) && !b.reuploaded[rb.CommitID] {
+		// A deduplicated answer went stale: its object is gone.
+		if rb, err = b.reupload(ctx, rb); err != nil {
+			return err
+		}
+		return b.commit(ctx, rb, shown)
+	}
 	if err != nil {
 		if b.sess != nil {
 			return fmt.Errorf("%w (its batch of %d rows stays pending in %s; the same command sends it again)", err, len(rows), b.sess.Path())
@@ -783,9 +893,59 @@ func (b *bulk) commit(ctx context.Context, rb checkpoint.RunBatch, shown map[str
 		if s, ok := shown[p]; ok {
 			p = s
 		}
-		b.report(FileResult{Path: p, File: values[i], Version: res.GetVersion(), Duplicate: res.GetDuplicate()})
+		st := b.sent[f.Path]
+		b.report(FileResult{Path: p, File: values[i], Version: res.GetVersion(), Duplicate: res.GetDuplicate(),
+			Deduplicated: st.dedup, BytesSent: st.bytes})
 	}
 	return nil
+}
+
+// reupload puts every file of the batch rb again with no_dedup, once its
+// append was refused for an object that is gone (a stale dedup answer:
+// which row it was the service does not say), and records the new rows
+// under the same commit id: the refused append committed nothing.
+func (b *bulk) reupload(ctx context.Context, rb checkpoint.RunBatch) (checkpoint.RunBatch, error) {
+	if b.reuploaded == nil {
+		b.reuploaded = make(map[string]bool)
+	}
+	b.reuploaded[rb.CommitID] = true
+	next := checkpoint.RunBatch{CommitID: rb.CommitID, Files: make([]checkpoint.RunFile, len(rb.Files))}
+	for i, rf := range rb.Files {
+		f := bulkFile{path: rf.Path, abs: rf.Path, name: rf.Name, size: rf.Size, modTime: rf.ModTime}
+		opts := objects.PutOptions{ContentType: rf.ContentType}
+		var up *lakepb.UploadedFile
+		switch {
+		case b.granted():
+			g, err := b.uploadGranted(ctx, f, opts, true)
+			if err != nil {
+				return rb, fmt.Errorf("client: put %s again: %w", rf.Path, err)
+			}
+			up = g.file
+			b.noteSent(f.abs, g.stat)
+		case b.c.uploadMode() == modeLocal:
+			lg, err := b.c.putLocalGranted(ctx, b.table, f.name, f.abs, f.size, opts, true)
+			if err != nil {
+				return rb, fmt.Errorf("client: put %s again: %w", rf.Path, err)
+			}
+			up = lg.file
+			b.noteSent(f.abs, uploadStat{bytes: lg.written})
+		default:
+			return rb, fmt.Errorf("client: put files into %s: an object of the batch is gone: %w", b.table, wire.ErrObjectMissing)
+		}
+		next.Files[i] = runFileOf(f, up)
+	}
+	b.runMu.Lock()
+	for i := range b.run.Pending {
+		if b.run.Pending[i].CommitID == rb.CommitID {
+			b.run.Pending[i] = next
+		}
+	}
+	err := b.save()
+	b.runMu.Unlock()
+	if err != nil {
+		return rb, fmt.Errorf("client: put files into %s: %w", b.table, err)
+	}
+	return next, nil
 }
 
 // dropUploadCheckpoint removes the completed upload checkpoint of a large

@@ -50,6 +50,13 @@ type PutResult struct {
 	File      wire.FileValue
 	Version   int64 // the table version holding the row
 	Duplicate bool  // the commit id had already committed
+	// Deduplicated: the stage held the file's content already (upload
+	// grants, DESIGN §12); the row names that object and nothing was
+	// uploaded.
+	Deduplicated bool
+	// BytesSent is how many of the file's bytes this put sent to the
+	// stage (a resumed or deduplicated put sends less than the file).
+	BytesSent int64
 }
 
 // AppendOptions control one append.
@@ -142,6 +149,7 @@ func (c *Client) PutFile(ctx context.Context, table, path string, o PutOptions) 
 	}
 	key := objects.NewObjectKey(o.Name, time.Now())
 	var single *checkpoint.Checkpoint // the record of an object uploaded in one request
+	granted := c.uploadMode() == modePresigned
 	if sess != nil {
 		cp, err := sess.Load()
 		switch {
@@ -155,9 +163,24 @@ func (c *Client) PutFile(ctx context.Context, table, path string, o PutOptions) 
 			if cp.Kind == checkpoint.KindSingle {
 				single = cp
 			}
+			granted = granted || cp.Kind == checkpoint.KindGranted
 		}
 	}
 	putOpts := objects.PutOptions{ContentType: o.ContentType, Progress: o.Progress}
+	switch {
+	case granted:
+		return c.putGranted(ctx, table, path, src, plan, sess, single, o, func(noDedup bool) (grantedUpload, error) {
+			opts := c.grantOptions(table, o.Name, o.ContentType, o.CommitID, o.Progress)
+			opts.NoDedup = noDedup
+			res, err := c.uploader().PutFile(ctx, abs, sess, opts)
+			return grantedUpload{file: res.File, dedup: res.Deduplicated, sent: res.BytesSent}, err
+		})
+	case c.uploadMode() == modeLocal && single == nil && src.Size >= localProbeMin:
+		return c.putGranted(ctx, table, path, src, plan, sess, nil, o, func(noDedup bool) (grantedUpload, error) {
+			lg, err := c.putLocalGranted(ctx, table, o.Name, abs, src.Size, putOpts, noDedup)
+			return grantedUpload{file: lg.file, dedup: lg.dedup, sent: lg.written}, err
+		})
+	}
 	var info objects.Info
 	oneStep := single != nil // the checkpoint is a KindSingle record
 	if single != nil {
@@ -183,18 +206,94 @@ func (c *Client) PutFile(ctx context.Context, table, path string, o PutOptions) 
 		return nil, err // the checkpoint stays: the same put resumes the append
 	}
 	failpoint.Hit(FailAfterAppend)
-	if sess != nil {
-		// Harmless if it fails, or (Drop) if a machine crash brings the
-		// record back: a next put of the file finds the object and its
-		// commit id already committed.
-		remove := sess.Remove
-		if oneStep {
-			remove = sess.Drop
-		}
-		if err := remove(); err != nil {
-			c.log.Warn("cannot remove the upload checkpoint", "err", err)
+	c.dropCheckpoint(sess, oneStep)
+	if single == nil {
+		res.BytesSent = info.Size // a resumed multipart upload sent less
+	}
+	return res, nil
+}
+
+// dropCheckpoint removes a put's checkpoint once its append is
+// acknowledged. Harmless if it fails, or (Drop, for a one-step record) if
+// a machine crash brings the record back: a next put of the file finds
+// the object and its commit id already committed.
+func (c *Client) dropCheckpoint(sess *checkpoint.Session, oneStep bool) {
+	if sess == nil {
+		return
+	}
+	remove := sess.Remove
+	if oneStep {
+		remove = sess.Drop
+	}
+	if err := remove(); err != nil {
+		c.log.Warn("cannot remove the upload checkpoint", "err", err)
+	}
+}
+
+// grantedUpload is what an upload through a grant answered: the FILE
+// value to append, whether it is an object the stage held already, and
+// the bytes sent.
+type grantedUpload struct {
+	file  *lakepb.UploadedFile
+	dedup bool
+	sent  int64
+}
+
+// putGranted finishes a put whose bytes go through an upload grant
+// (send): it records the answered object and the commit id in the
+// checkpoint before the append, as PutFile does for every put, and
+// appends a row with exactly the answered FILE value. A deduplicated
+// answer whose object is gone by the time of the append (collected, or
+// doomed by a running gc) is put once more with no_dedup. single is a
+// KindSingle record of an earlier, interrupted put: the file must be the
+// one it recorded; the grant then answers the object again (or a new
+// one), and the recorded commit id keeps the row single.
+func (c *Client) putGranted(ctx context.Context, table, path string, src checkpoint.Source, plan *rowPlan, sess *checkpoint.Session, single *checkpoint.Checkpoint, o PutOptions, send func(noDedup bool) (grantedUpload, error)) (*PutResult, error) {
+	if single != nil {
+		if err := single.CheckSource(src); err != nil {
+			return nil, fmt.Errorf("client: put %s: %w; `lake uploads cancel %s` forgets the interrupted put", path, err, src.Path)
 		}
 	}
+	var sent int64
+	for noDedup := false; ; noDedup = true {
+		up, err := send(noDedup)
+		if err != nil {
+			return nil, fmt.Errorf("client: upload %s: %w", path, err)
+		}
+		sent += up.sent
+		res, err := c.appendGranted(ctx, table, plan, sess, src, up.file, o)
+		if err != nil && up.dedup && !noDedup && objectGone(err) {
+			c.log.Warn("the object the stage answered for the file is gone; uploading it", "key", up.file.GetKey(), "err", err)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		res.Deduplicated, res.BytesSent = up.dedup, sent
+		return res, nil
+	}
+}
+
+// appendGranted records an answered FILE value and the commit id in the
+// put's checkpoint and appends its row.
+func (c *Client) appendGranted(ctx context.Context, table string, plan *rowPlan, sess *checkpoint.Session, src checkpoint.Source, f *lakepb.UploadedFile, o PutOptions) (*PutResult, error) {
+	v := uploadedValue(f)
+	oneStep := false
+	if sess != nil {
+		info := objects.Info{Key: v.Key, Size: v.Size, SHA256: v.SHA256, ETag: v.ETag}
+		recorded, err := recordCommit(sess, table, v.Key, src, info, o)
+		if err != nil {
+			return nil, fmt.Errorf("client: put %s: %w", src.Path, err)
+		}
+		oneStep = recorded
+	}
+	failpoint.Hit(FailBeforeAppend)
+	res, err := c.commitValue(ctx, table, plan, v, o)
+	if err != nil {
+		return nil, err // the checkpoint stays: the same put resumes the append
+	}
+	failpoint.Hit(FailAfterAppend)
+	c.dropCheckpoint(sess, oneStep)
 	return res, nil
 }
 
@@ -326,12 +425,31 @@ func (c *Client) PutReader(ctx context.Context, table, name string, r io.Reader,
 	if err != nil {
 		return nil, err
 	}
+	if c.uploadMode() == modePresigned {
+		// A stream cannot be read twice: a deduplicated answer whose
+		// object went away before the append fails the put.
+		res, err := c.uploader().PutReader(ctx, r, c.grantOptions(table, o.Name, o.ContentType, o.CommitID, o.Progress))
+		if err != nil {
+			return nil, fmt.Errorf("client: upload %s: %w", name, err)
+		}
+		pr, err := c.commitValue(ctx, table, plan, uploadedValue(res.File), o)
+		if err != nil {
+			return nil, err
+		}
+		pr.Deduplicated, pr.BytesSent = res.Deduplicated, res.BytesSent
+		return pr, nil
+	}
 	key := objects.NewObjectKey(o.Name, time.Now())
 	info, err := c.store.Put(ctx, key, r, objects.PutOptions{ContentType: o.ContentType, Progress: o.Progress})
 	if err != nil {
 		return nil, fmt.Errorf("client: upload %s: %w", name, err)
 	}
-	return c.commit(ctx, table, plan, info, o)
+	res, err := c.commit(ctx, table, plan, info, o)
+	if err != nil {
+		return nil, err
+	}
+	res.BytesSent = info.Size
+	return res, nil
 }
 
 // prepare checks everything that can fail before the upload: the table,
@@ -359,12 +477,16 @@ func (c *Client) commit(ctx context.Context, table string, plan *rowPlan, info o
 	if info.SHA256 == "" {
 		return nil, fmt.Errorf("client: upload %s: the stage did not report a SHA-256", info.Key)
 	}
-	now := time.Now().UTC()
 	v := wire.FileValue{
 		Key: info.Key, Size: info.Size, SHA256: info.SHA256,
-		ContentType: o.ContentType, ETag: info.ETag, UploadedAt: now,
+		ContentType: o.ContentType, ETag: info.ETag, UploadedAt: time.Now().UTC(),
 	}
-	rec, err := plan.record(v, now)
+	return c.commitValue(ctx, table, plan, v, o)
+}
+
+// commitValue appends the row naming the FILE value v.
+func (c *Client) commitValue(ctx context.Context, table string, plan *rowPlan, v wire.FileValue, o PutOptions) (*PutResult, error) {
+	rec, err := plan.record(v, time.Now().UTC())
 	if err != nil {
 		return nil, fmt.Errorf("client: put into %s: %w", table, err)
 	}
@@ -373,7 +495,7 @@ func (c *Client) commit(ctx context.Context, table string, plan *rowPlan, info o
 	if err != nil {
 		// The object stays: a later retry of the same commit id may still
 		// find it committed, and an orphan costs only space.
-		return nil, fmt.Errorf("%w (uploaded object %s)", err, info.Key)
+		return nil, fmt.Errorf("%w (uploaded object %s)", err, v.Key)
 	}
 	return &PutResult{Table: res.GetTable(), File: v, Version: res.GetVersion(), Duplicate: res.GetDuplicate()}, nil
 }
