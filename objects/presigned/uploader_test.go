@@ -384,3 +384,35 @@ func TestPutReader(t *testing.T) {
 	}
 	st.check(t, res, data)
 }
+
+// A part PUT answered 503 is tried again after a pause; one that keeps
+// failing gives up after a bounded number of tries.
+func TestPutRetriesServerErrors(t *testing.T) {
+	st := newStage(t)
+	path, data := randomFile(t, 1000, 8)
+	o := st.options("data.bin")
+	o.NoDedup = true
+	unavailable := func() *http.Response {
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`<Error><Code>SlowDown</Code></Error>`))}
+	}
+	flaky := &slowPuts{fake: func(n int) *http.Response {
+		if n <= 2 {
+			return unavailable()
+		}
+		return nil
+	}}
+	res, err := presigned.New(st.g, &http.Client{Transport: flaky}).PutFile(t.Context(), path, nil, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.check(t, res, data)
+	if flaky.puts != 3 {
+		t.Errorf("%d PUTs, want 3", flaky.puts)
+	}
+	down := &slowPuts{fake: func(int) *http.Response { return unavailable() }}
+	_, err = presigned.New(st.g, &http.Client{Transport: down}).PutFile(t.Context(), path, nil, o)
+	var pe *presigned.PartError
+	if !errors.As(err, &pe) || pe.Code != "SlowDown" || down.puts != 4 {
+		t.Fatalf("always 503: %v after %d PUTs, want a PartError SlowDown after 4", err, down.puts)
+	}
+}
