@@ -6,13 +6,16 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/lakedata/lake/internal/auth"
 	"github.com/lakedata/lake/internal/s3test"
 	"github.com/lakedata/lake/objects"
+	"github.com/lakedata/lake/objects/checkpoint"
 	"github.com/lakedata/lake/objects/s3"
 	"github.com/lakedata/lake/roles/meta"
 	"github.com/lakedata/lake/wire"
@@ -248,5 +251,67 @@ func TestPutFileLocalDedup(t *testing.T) {
 	}
 	if third.Deduplicated || third.File.Key == first.File.Key || third.BytesSent != int64(len(data)) {
 		t.Fatalf("after the object went: %+v, want a new object written", third)
+	}
+}
+
+// A bulk run on the local stage with a read token is refused before it
+// writes any file, small ones included (they take no grant of their own).
+func TestPutFilesLocalReadTokenWritesNothing(t *testing.T) {
+	const readTok, adminTok = "a-read-token-of-16+", "an-admin-token-16+"
+	f := newFixture(t, func(c *meta.Config) {
+		c.ServerOptions = auth.ScopedServerOptions([]auth.Token{{Value: readTok, Scope: wire.ScopeRead}, {Value: adminTok, Scope: wire.ScopeAdmin}})
+		c.TokensRequired = true
+	})
+	if _, err := f.connect(WithToken(adminTok)).CreateTable(t.Context(), "t", nil, false); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{writeFile(t, "a.txt", []byte("a")), writeFile(t, "b.txt", []byte("b"))}
+	_, err := f.connect(WithToken(readTok)).PutFiles(t.Context(), "t", paths, PutFilesOptions{})
+	if !errors.Is(err, wire.ErrPermissionDenied) {
+		t.Fatalf("a read token's bulk put: %v, want ErrPermissionDenied", err)
+	}
+	if files := f.objectFiles(); len(files) > 0 {
+		t.Fatalf("the refused run wrote %v", files)
+	}
+}
+
+// A presigned put interrupted after its upload completed, before its
+// append: the checkpoint holds the completed upload and the commit id,
+// and the same put completes again (nothing sent) and appends one row.
+func TestPutFilePresignedResumesAppend(t *testing.T) {
+	f := newPresignedFixture(t)
+	data := randomBytes(t, grantPartSize+10)
+	path := writeFile(t, "big.bin", data)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	full := 0 // every part done, then the upload completed
+	_, err := f.c.PutFile(ctx, "clips", path, PutOptions{Progress: func(p objects.Progress) {
+		if p.Done == p.Total {
+			if full++; full == 2 {
+				cancel() // the upload is complete; the append will not go out
+			}
+		}
+	}})
+	if err == nil {
+		t.Fatal("the put succeeded with its context cancelled before the append")
+	}
+	entries, err := ListUploads(f.cpDir)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("checkpoints after the interrupted put: %v, %v", entries, err)
+	}
+	cp := entries[0].Checkpoint
+	if cp == nil || cp.Kind != checkpoint.KindGranted || !cp.Completed || cp.CommitID == "" || cp.Table != "clips" {
+		t.Fatalf("checkpoint after the interrupted put: %+v", cp)
+	}
+	res, err := f.c.PutFile(t.Context(), "clips", path, PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.check(t, res.File, data)
+	if res.BytesSent != 0 || res.Version != 1 || res.File.Key != strings.TrimPrefix(cp.Binding.Key, "lake/") {
+		t.Fatalf("resumed put: %+v, want the recorded object at version 1, nothing sent", res)
+	}
+	if entries, _ := ListUploads(f.cpDir); len(entries) != 0 {
+		t.Errorf("checkpoints left: %v", entries)
 	}
 }
