@@ -19,6 +19,9 @@ type serveOptions struct {
 	etcd          string
 	verifyRate    byteRate
 	compactTarget byteRate // a size; parsed as a rate is, "128MiB"
+	// httpListenSet reports whether --http-listen was given: a role run
+	// alone serves HTTP only then.
+	httpListenSet func() bool
 }
 
 func (o *serveOptions) addFlags(cmd *cobra.Command) {
@@ -42,6 +45,9 @@ func (o *serveOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&c.TLSKey, "tls-key", "", "the private key of --tls-cert (PEM)")
 	f.StringVar(&c.MetaTLSCA, "meta-tls-ca", "", "CA bundle to verify grpc+tls:// meta endpoints (query role; meta followers towards the leader)")
 	f.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", false, "allow listening on a non-loopback address without --token-file")
+	f.StringVar(&c.HTTPListen, "http-listen", c.HTTPListen, `HTTP address of /metrics, /healthz and /readyz (for all: one listener for both roles; the default is skipped with a warning when taken); --role=meta or query: none unless given; "" turns it off`)
+	f.BoolVar(&c.HTTPOpenMetrics, "http-open-metrics", false, "serve /metrics and /readyz without a token even with --token-file (/healthz is always open)")
+	o.httpListenSet = func() bool { return f.Changed("http-listen") }
 	f.StringVar(&c.MemoryLimit, "memory-limit", "", "query: DuckDB memory limit, e.g. 4GB (default: DuckDB's, 80% of RAM)")
 	f.IntVar(&c.Threads, "threads", 0, "query: DuckDB worker threads (default: one per core)")
 	f.DurationVar(&c.StatementTimeout, "statement-timeout", c.StatementTimeout, "query: cancel a statement running longer than this")
@@ -120,6 +126,11 @@ func (o *serveOptions) config(logger *slog.Logger) server.Config {
 	}
 	cfg.VerifyRate = int64(o.verifyRate)
 	cfg.CompactTargetSize = int64(o.compactTarget)
+	if o.httpListenSet != nil && o.httpListenSet() {
+		cfg.HTTPBestEffort = false // asked for: a taken address is an error
+	} else if cfg.Role != server.RoleAll {
+		cfg.HTTPListen = ""
+	}
 	cfg.Version = version
 	cfg.Logger = logger
 	return cfg

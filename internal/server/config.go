@@ -27,10 +27,11 @@ const (
 	RoleQuery Role = "query" // a stateless Flight SQL endpoint in front of meta
 )
 
-// Default addresses (DESIGN §6).
+// Default addresses (DESIGN §6, §13).
 const (
 	DefaultQueryListen = "127.0.0.1:50051"
 	DefaultMetaListen  = "127.0.0.1:50052"
+	DefaultHTTPListen  = "127.0.0.1:8080"
 )
 
 // Config is what `lake serve` was asked to run: one field per flag. The
@@ -73,6 +74,18 @@ type Config struct {
 	MetaTLSCA string
 	// InsecureNoAuth allows a non-loopback listener without TokenFile.
 	InsecureNoAuth bool
+
+	// HTTPListen is the address of the process's one HTTP listener
+	// (/metrics, /healthz, /readyz of every role it runs, DESIGN §13);
+	// empty: none.
+	HTTPListen string
+	// HTTPBestEffort says HTTPListen is a default nobody asked for: when
+	// its address is taken the server warns and runs without HTTP rather
+	// than not at all (several embedded servers on one machine).
+	HTTPBestEffort bool
+	// HTTPOpenMetrics serves /metrics and /readyz without a token even
+	// with TokenFile, for a scraper that cannot present one.
+	HTTPOpenMetrics bool
 
 	// Meta are the metadata service's endpoints (RoleQuery), comma
 	// separated; the query role fails over between them.
@@ -139,6 +152,8 @@ func DefaultConfig() Config {
 	return Config{
 		Role:             RoleAll,
 		MetaListen:       DefaultMetaListen,
+		HTTPListen:       DefaultHTTPListen,
+		HTTPBestEffort:   true,
 		DataDir:          "./lake-data",
 		Meta:             DefaultMetaListen,
 		CacheLimit:       q.CacheLimit,
@@ -266,6 +281,11 @@ func (c Config) Validate() error {
 	if c.Role == RoleAll {
 		if err := auth.CheckListen(c.MetaListen, haveTokens, c.InsecureNoAuth); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if c.HTTPListen != "" {
+		if err := auth.CheckListen(c.HTTPListen, haveTokens, c.InsecureNoAuth); err != nil {
+			errs = append(errs, fmt.Errorf("--http-listen: %w", err))
 		}
 	}
 	if c.runsMeta() {

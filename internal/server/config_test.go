@@ -32,6 +32,7 @@ func TestValidateRefuses(t *testing.T) {
 			[]string{"--etcd and --advertise are for meta nodes"}},
 		{"open listener without tokens", func(c *Config) { c.Listen = "0.0.0.0:50051" }, []string{"0.0.0.0:50051 is reachable from other machines"}},
 		{"open meta listener without tokens", func(c *Config) { c.MetaListen = "[::]:50052" }, []string{"[::]:50052 is reachable from other machines"}},
+		{"open HTTP listener without tokens", func(c *Config) { c.HTTPListen = "0.0.0.0:8080" }, []string{"--http-listen: auth: refusing"}},
 		{"malformed listen", func(c *Config) { c.Role, c.Listen = RoleMeta, "nowhere" }, []string{`listen address "nowhere"`}},
 		{"query role without meta", func(c *Config) { c.Role, c.Meta = RoleQuery, "" }, []string{"--meta is required for --role=query"}},
 		{"bad stage URI", func(c *Config) { c.Stage = "ftp://host/dir" }, []string{`unsupported scheme "ftp"`}},

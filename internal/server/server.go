@@ -11,6 +11,7 @@ import (
 
 	"github.com/lakedata/lake/internal/auth"
 	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/internal/httpserve"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/stageopen"
 	"github.com/lakedata/lake/roles/meta"
@@ -29,6 +30,7 @@ type Server struct {
 	meta  *meta.Service // nil for RoleQuery
 	stage objects.Store // meta's stage, which the server opened and closes
 	query *query.Service
+	http  *httpserve.Server // nil without HTTPListen
 }
 
 // Open validates cfg, then opens meta before the query service that talks
@@ -71,6 +73,9 @@ func (s *Server) open(ctx context.Context, cfg Config) error {
 		}
 		serverOpts = append(serverOpts, creds)
 	}
+	if err := s.openHTTP(cfg); err != nil {
+		return err
+	}
 	metaEndpoint := cfg.Meta
 	if cfg.runsMeta() {
 		opts := serverOpts
@@ -89,6 +94,7 @@ func (s *Server) open(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	s.serveHTTP(cfg, tokens)
 	return nil
 }
 
@@ -194,8 +200,8 @@ func (s *Server) QueryAddr() net.Addr {
 	return s.query.Addr()
 }
 
-// Close stops the query service before the meta it talks to, then
-// releases the stage. Each service's failure is logged ("close") and all
+// Close stops the HTTP listener, then the query service before the meta
+// it talks to, then releases the stage. Each service's failure is logged ("close") and all
 // of them returned; ctx bounds the wait for calls in flight. Call it once.
 func (s *Server) Close(ctx context.Context) error {
 	return s.close(ctx)
@@ -208,6 +214,10 @@ func (s *Server) close(ctx context.Context) error {
 			s.log.Error("close", "err", err)
 			errs = append(errs, err)
 		}
+	}
+	if s.http != nil {
+		note(s.http.Close(ctx))
+		s.http = nil
 	}
 	if s.query != nil {
 		note(s.query.Close(ctx))

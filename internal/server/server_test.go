@@ -32,7 +32,7 @@ func openClose(t *testing.T, cfg Config, use func(*Server)) {
 		t.Fatal(err)
 	}
 	var addrs []string
-	for _, a := range []net.Addr{s.MetaAddr(), s.QueryAddr()} {
+	for _, a := range []net.Addr{s.MetaAddr(), s.QueryAddr(), s.HTTPAddr()} {
 		if a != nil {
 			addrs = append(addrs, a.String())
 		}

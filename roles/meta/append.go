@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -30,6 +31,14 @@ func (s *Service) Append(ctx context.Context, cmd *lakepb.Append, recs []arrow.R
 	if !s.canCommit() {
 		return s.fwd.append(ctx, cmd, recs)
 	}
+	began := time.Now()
+	res, err := s.appendHere(ctx, cmd, recs)
+	s.metrics.appended(began, res, err)
+	return res, err
+}
+
+// appendHere is Append on the leader.
+func (s *Service) appendHere(ctx context.Context, cmd *lakepb.Append, recs []arrow.RecordBatch) (*lakepb.AppendResult, error) {
 	t, err := s.table(ctx, cmd.GetTable())
 	if err != nil {
 		return nil, err

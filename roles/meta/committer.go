@@ -112,6 +112,7 @@ type committer struct {
 	// callers were answered (the background compactor listens).
 	afterCommit func(*table, *commitKind)
 	log         *slog.Logger
+	metrics     *metrics // nil: not recorded
 }
 
 // submit queues req and waits for its answer, or for ctx. A caller that
@@ -214,9 +215,14 @@ func (c *committer) commitGroup(group []*commitReq) {
 			t.writeMu.Unlock()
 			return
 		}
+		began := time.Now()
 		version, err := c.commitOnce(ctx, commit)
 		t.writeMu.Unlock()
+		if err == nil {
+			c.metrics.committed(commit[0].kind.name, time.Since(began), len(commit))
+		}
 		if errors.Is(err, objects.ErrExists) {
+			c.metrics.logConflict()
 			// Another writer took the version: learn what it wrote, then
 			// retry on top of it (its commits may include ours).
 			if cerr := c.reg.catchUp(ctx, t, -1); cerr != nil {

@@ -154,6 +154,7 @@ func (s *Service) compact(ctx context.Context, t *table, plan func([]*lakepb.Dat
 			return nil, resp.err
 		}
 		s.settleFiles(cp.adds)
+		s.metrics.compacted(len(cp.removes))
 		s.log.Info("compacted", "table", t.name, "version", resp.version, "merged", len(cp.removes), "into", len(cp.adds))
 		res.Version, res.FilesBefore, res.FilesAfter = resp.version, int64(cp.before), int64(cp.after)
 		return res, nil

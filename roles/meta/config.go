@@ -87,7 +87,11 @@ type Config struct {
 	// UploadURLExpiry is how long the part URLs of an upload grant work,
 	// and the most a client may ask for (lake.upload.grant, renew).
 	UploadURLExpiry time.Duration
-	Logger          *slog.Logger
+	// NoMetrics leaves out the service's Prometheus metrics (Gatherer
+	// answers an empty registry): what the benchmark of their cost
+	// compares against.
+	NoMetrics bool
+	Logger    *slog.Logger
 }
 
 // Compaction defaults: a query over a table opens at most about 64 small

@@ -286,7 +286,7 @@ func (s *Service) actionHandlers() map[string]actionHandler {
 			}),
 		},
 		wire.ActionUploadGrant: {
-			serve: unary(s.UploadGrant),
+			serve: unary(s.countedGrant),
 			check: checked(func(req *lakepb.UploadGrantRequest) error {
 				_, err := s.grantCheck(req)
 				return err
@@ -318,7 +318,7 @@ func (s *Service) actionHandlers() map[string]actionHandler {
 			check: checked(expireCheck),
 		},
 		wire.ActionGC: {
-			serve: unary(s.GC),
+			serve: unary(s.countedGC),
 			check: checked(gcCheck),
 		},
 	}

@@ -32,11 +32,88 @@ func (s *Service) runCluster() {
 		s.cluster.Run(ctx, cluster.Hooks{
 			Elected: s.elected,
 			Deposed: func() { s.ready.Store(false) },
-			Head:    s.sync.head,
+			Head:    s.heardHead,
 			Resync:  s.sync.all,
 		})
 	}()
 	s.cluster.Report(s.reg.counts())
+}
+
+// heardHead notes an announced head, for the follower's lag, and queues
+// its catch-up.
+func (s *Service) heardHead(h cluster.Head) {
+	s.heard.note(h)
+	s.sync.head(h)
+}
+
+// Ready is nil when this node can do its part, else why not (one line,
+// for /readyz): a leader once it has caught up since it won; a follower
+// while it knows the leader and has applied every head the leader
+// announced.
+func (s *Service) Ready() error {
+	switch {
+	case s.ctx.Err() != nil:
+		return errors.New("closing")
+	case s.canCommit():
+		return nil
+	case s.cluster.Leading():
+		return errors.New("won the election; catching up from the stage log")
+	case s.cluster.Leader() == "":
+		return errors.New("no leader known")
+	}
+	if n := s.lag(); n > 0 {
+		return fmt.Errorf("catching up: %d versions behind the leader", n)
+	}
+	return nil
+}
+
+// lag is how many announced versions this node has not applied yet; 0 on
+// the leader, which announces what it applied.
+func (s *Service) lag() int64 {
+	if s.canCommit() {
+		return 0
+	}
+	return s.heard.behind(func(name string) int64 {
+		if t := s.reg.lookup(name); t != nil {
+			return t.row().Head
+		}
+		return -1
+	})
+}
+
+// heardHeads remembers the newest head announced for each table, so a
+// follower knows how far behind the leader it is without asking anyone.
+type heardHeads struct {
+	mu    sync.Mutex
+	heads map[string]int64 // table name → newest announced version
+}
+
+func (h *heardHeads) note(head cluster.Head) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.heads == nil {
+		h.heads = map[string]int64{}
+	}
+	if v, ok := h.heads[head.Name]; !ok || v < head.Version {
+		h.heads[head.Name] = head.Version
+	}
+}
+
+// behind sums, over the announced tables, the versions past applied(name).
+func (h *heardHeads) behind(applied func(name string) int64) int64 {
+	h.mu.Lock()
+	heads := make(map[string]int64, len(h.heads))
+	for k, v := range h.heads {
+		heads[k] = v
+	}
+	h.mu.Unlock()
+	var n int64
+	for name, v := range heads {
+		if a := applied(name); a < v {
+			n += v - a
+		}
+	}
+	return n
 }
 
 // elected catches up every table from the stage log, so the new leader

@@ -49,6 +49,8 @@ type Service struct {
 	checkpointQ tableQueue // tables due for a log checkpoint
 
 	handlers map[string]actionHandler // the action table's handlers
+	metrics  *metrics                 // nil with Config.NoMetrics
+	heard    heardHeads               // announced heads, for the lag
 
 	ctx    context.Context // cancelled by Close; stops the committers
 	cancel context.CancelFunc
@@ -105,6 +107,9 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.fwd = &forwarder{coord: s.cluster, dial: cfg.PeerDial, timeout: cfg.ForwardTimeout}
 	s.handlers = s.actionHandlers()
+	if !cfg.NoMetrics {
+		s.metrics = newMetrics(s)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sync.init()
 	s.compactQ.init()
@@ -185,7 +190,7 @@ func (s *Service) startCommitter(t *table) {
 	t.commits = &committer{
 		t: t, queue: make(chan *commitReq, 4*s.cfg.MaxGroupRequests), maxGroup: s.cfg.MaxGroupRequests, stop: s.ctx,
 		reg: s.reg, stage: s.stage, store: s.store, ix: s.ix, leading: s.canCommit, publish: s.cluster.PublishHead,
-		afterCommit: s.afterCommit, log: s.log, holds: &s.holds,
+		afterCommit: s.afterCommit, log: s.log, holds: &s.holds, metrics: s.metrics,
 	}
 	s.wg.Add(1)
 	go func() {
@@ -214,6 +219,7 @@ func (s *Service) writeTable(ctx context.Context, name string, schema *arrow.Sch
 	failpoint.Hit("meta-before-catalog-put")
 	err = s.stage.putCatalog(ctx, catalogEntry{Format: recordFormat, Name: name, TableID: id, CreatedAt: now})
 	if errors.Is(err, objects.ErrExists) {
+		s.metrics.catalogConflict()
 		s.log.Info("another node created the table first", "table", name)
 		_ = s.store.Delete(ctx, layout.LogKey(id, 0)) // our orphan; harmless if it stays
 		return nil, errCreatedElsewhere

@@ -30,6 +30,8 @@ type fileCache struct {
 	limit int64
 	store objects.Store
 	log   *slog.Logger
+	// metrics counts hits and misses; nil: not counted.
+	metrics *metrics
 
 	mu      sync.Mutex
 	entries map[string]*cacheEntry // stage key → local copy
@@ -88,10 +90,12 @@ func (c *fileCache) path(ctx context.Context, key string, size int64) (string, e
 		if e, ok := c.entries[key]; ok {
 			e.lastUse = time.Now()
 			c.mu.Unlock()
+			c.metrics.cacheLookup(true)
 			return local, nil
 		}
 		wait, busy := c.loading[key]
 		if !busy {
+			c.metrics.cacheLookup(false)
 			done := make(chan struct{})
 			c.loading[key] = done
 			c.mu.Unlock()

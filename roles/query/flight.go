@@ -98,6 +98,7 @@ func (s *Service) relayAppend(client flight.FlightService_DoPutServer, cmd *lake
 		}
 		return statusErr(err)
 	}
+	s.metrics.relayedAppend(budget.held)
 	for _, res := range results {
 		if r, err := wire.DecodeAppendResult(res.GetAppMetadata()); err == nil {
 			s.cat.noteAck(r.GetTable(), r.GetVersion())

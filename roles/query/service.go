@@ -24,13 +24,15 @@ import (
 
 // Service is a query node.
 type Service struct {
-	cfg   Config
-	log   *slog.Logger
-	meta  *flightrpc.Pool
-	stage *lakepb.StageDescriptor
-	eng   *engine
-	cat   *catalog
-	relay relay // the append relay's memory budget and schema cache (relay_guard.go)
+	cfg     Config
+	log     *slog.Logger
+	meta    *flightrpc.Pool
+	stage   *lakepb.StageDescriptor
+	eng     *engine
+	cat     *catalog
+	relay   relay // the append relay's memory budget and schema cache (relay_guard.go)
+	metrics *metrics
+	ready   readyCache // whether meta answers, for /readyz (http.go)
 
 	lis  net.Listener
 	grpc *grpc.Server
@@ -50,6 +52,7 @@ func Open(ctx context.Context, cfg Config) (*Service, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{cfg: cfg, log: logger}
+	s.metrics = newMetrics(s)
 	var err error
 	if s.meta, err = flightrpc.DialPool(cfg.Meta, cfg.MetaDial); err != nil {
 		return nil, fmt.Errorf("query: connect to meta %s: %w", cfg.Meta, err)
@@ -106,7 +109,12 @@ func (s *Service) openCache(ctx context.Context) (*fileCache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("query: open stage %s: %w", s.stage.GetRootUri(), err)
 	}
-	return openFileCache(filepath.Join(s.cfg.CacheDir, "data"), s.cfg.CacheLimit, store, s.log)
+	c, err := openFileCache(filepath.Join(s.cfg.CacheDir, "data"), s.cfg.CacheLimit, store, s.log)
+	if err != nil {
+		return nil, err
+	}
+	c.metrics = s.metrics
+	return c, nil
 }
 
 // discover asks meta for the stage, retrying while meta is not up yet so
@@ -203,6 +211,17 @@ func (s *Service) resultSchema(ctx context.Context, q string) (*arrow.Schema, er
 
 // run executes q on fresh views and streams its result.
 func (s *Service) run(ctx context.Context, q string) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	began := time.Now()
+	schema, ch, err := s.runStatement(ctx, q, began)
+	if err != nil {
+		s.metrics.queried(began, 0, err)
+	}
+	return schema, ch, err
+}
+
+// runStatement is run; the stream it starts records the statement's
+// metrics when it ends.
+func (s *Service) runStatement(ctx context.Context, q string, began time.Time) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	if err := checkQueryText(q); err != nil {
 		return nil, nil, err
 	}
@@ -216,10 +235,16 @@ func (s *Service) run(ctx context.Context, q string) (*arrow.Schema, <-chan flig
 	schema, changed := fileSchema(res.Schema())
 	ch := make(chan flight.StreamChunk, 2)
 	go func() {
+		var rows int64
+		var streamErr error
 		defer close(ch)
 		defer res.Close()
+		// Recorded before the stream ends, so a client that read it all
+		// finds the statement counted.
+		defer func() { s.metrics.queried(began, rows, streamErr) }()
 		for res.Next() {
 			rec := res.RecordBatch()
+			rows += rec.NumRows()
 			if changed != nil {
 				rec = fileRecord(schema, changed, rec)
 			} else {
@@ -229,10 +254,12 @@ func (s *Service) run(ctx context.Context, q string) (*arrow.Schema, <-chan flig
 			case ch <- flight.StreamChunk{Data: rec}:
 			case <-ctx.Done():
 				rec.Release()
+				streamErr = ctx.Err()
 				return
 			}
 		}
 		if err := res.Err(); err != nil {
+			streamErr = err
 			select {
 			case ch <- flight.StreamChunk{Err: statusErr(err)}:
 			case <-ctx.Done():

@@ -1,0 +1,73 @@
+package httpserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// Server is one HTTP listener. It answers from the moment it listens, so
+// probes work while the roles still load: until SetHandler gives it the
+// roles' mux it serves Starting.
+type Server struct {
+	lis     net.Listener
+	srv     *http.Server
+	handler atomic.Pointer[http.Handler]
+	done    chan struct{}
+}
+
+// Listen binds addr and serves first, then whatever SetHandler gives it,
+// until Close. It logs "http listening" with the bound address (addr may
+// pick a port: 127.0.0.1:0).
+func Listen(addr string, first http.Handler, logger *slog.Logger) (*Server, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http: listen on %s: %w", addr, err)
+	}
+	s := &Server{lis: lis, done: make(chan struct{})}
+	s.SetHandler(first)
+	s.srv = &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) }),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server stopped", "err", err)
+		}
+	}()
+	logger.Info("http listening", "http_addr", lis.Addr().String())
+	return s, nil
+}
+
+// SetHandler makes h answer every request from now on.
+func (s *Server) SetHandler(h http.Handler) { s.handler.Store(&h) }
+
+// Addr is the bound address.
+func (s *Server) Addr() net.Addr { return s.lis.Addr() }
+
+// Close stops listening and waits, within ctx, for requests in flight;
+// past ctx it closes their connections.
+func (s *Server) Close(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(err, s.srv.Close())
+	}
+	<-s.done
+	return err
+}
+
+// Starting is what a listener serves while its roles open: /healthz is
+// 200, /readyz 503 "starting", everything else 503.
+func Starting() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", Healthz())
+	mux.Handle("/", Readyz(Check{Name: "lake", Ready: func(context.Context) error { return errors.New("starting") }}))
+	return mux
+}

@@ -1,0 +1,70 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lakedata/lake/internal/auth"
+	"github.com/lakedata/lake/internal/httpserve"
+	"github.com/lakedata/lake/roles/query"
+)
+
+// openHTTP binds the process's HTTP listener before the roles open, so
+// /healthz answers and /readyz says "starting" while meta loads its
+// index. A default address that is taken is given up with a warning
+// (HTTPBestEffort); an address the operator asked for is an error.
+func (s *Server) openHTTP(cfg Config) error {
+	if cfg.HTTPListen == "" {
+		return nil
+	}
+	h, err := httpserve.Listen(cfg.HTTPListen, httpserve.Starting(), s.log)
+	if err != nil && cfg.HTTPBestEffort && errors.Is(err, syscall.EADDRINUSE) {
+		s.log.Warn("the default HTTP address is taken; running without /metrics, /healthz and /readyz (give --http-listen)", "http_addr", cfg.HTTPListen)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.http = h
+	return nil
+}
+
+// serveHTTP gives the listener the roles' mux once they are open: the
+// query role's (which the web console shares) when it runs, else the
+// metadata service's. Both registries and both readiness checks are
+// served when one process runs both roles.
+func (s *Server) serveHTTP(cfg Config, tokens []auth.Token) {
+	if s.http == nil {
+		return
+	}
+	gatherers := []prometheus.Gatherer{httpserve.Runtime()}
+	var ready []httpserve.Check
+	if m := s.meta; m != nil {
+		gatherers = append(gatherers, m.Gatherer())
+		ready = append(ready, httpserve.Check{Name: "meta", Ready: func(context.Context) error { return m.Ready() }})
+	}
+	if s.query != nil {
+		s.http.SetHandler(s.query.HTTPHandler(query.HTTPConfig{
+			Gatherers: gatherers, Ready: ready, Tokens: tokens, OpenMetrics: cfg.HTTPOpenMetrics,
+		}))
+		return
+	}
+	// The metadata role's mux: the Iceberg REST catalog (DESIGN §13)
+	// mounts here beside the operational endpoints.
+	mux := http.NewServeMux()
+	httpserve.Endpoints{Gatherers: gatherers, Ready: ready, Tokens: tokens, OpenMetrics: cfg.HTTPOpenMetrics}.Register(mux)
+	s.http.SetHandler(mux)
+}
+
+// HTTPAddr is the bound address of the HTTP listener; nil without one.
+func (s *Server) HTTPAddr() net.Addr {
+	if s.http == nil {
+		return nil
+	}
+	return s.http.Addr()
+}

@@ -1,0 +1,96 @@
+package meta
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/lakedata/lake/internal/wiretest"
+	"github.com/lakedata/lake/wire"
+)
+
+// BenchmarkAppendMetricsCost runs one append workload (single-row FILE
+// appends over Flight on a local stage, 16 clients) against two services
+// side by side, one with its metrics and one without (Config.NoMetrics),
+// in alternating rounds so that drift of the machine hits both alike. It
+// reports each side's appends/s and their ratio, with/without: the target
+// is at least 0.97.
+func BenchmarkAppendMetricsCost(b *testing.B) {
+	const clients, round = 16, 256
+	with := newFixture(b)
+	without := newFixture(b)
+	without.tune = func(c *Config) { c.NoMetrics = true }
+	without.restart()
+	if without.svc.metrics != nil || with.svc.metrics == nil {
+		b.Fatal("the two services do not differ in their metrics")
+	}
+	sides := []*metricsSide{{f: with}, {f: without}}
+	for _, s := range sides {
+		s.prepare(b, clients)
+	}
+	// One warm-up round each, untimed: first commits open files.
+	for _, s := range sides {
+		s.run(b, clients, round)
+		s.took, s.appends = 0, 0
+	}
+	b.ResetTimer()
+	for i := 0; i < max(1, b.N/round); i++ {
+		// Alternate which side goes first, so neither always runs on
+		// a warmer machine.
+		if i%2 == 0 {
+			sides[0].run(b, clients, round)
+			sides[1].run(b, clients, round)
+		} else {
+			sides[1].run(b, clients, round)
+			sides[0].run(b, clients, round)
+		}
+	}
+	b.StopTimer()
+	on, off := sides[0].rate(), sides[1].rate()
+	b.ReportMetric(on, "with-appends/s")
+	b.ReportMetric(off, "without-appends/s")
+	b.ReportMetric(on/off, "ratio")
+}
+
+// metricsSide is one service of BenchmarkAppendMetricsCost and what it did.
+type metricsSide struct {
+	f       *fixture
+	recs    []arrow.RecordBatch
+	took    time.Duration
+	appends int
+}
+
+func (s *metricsSide) prepare(b *testing.B, clients int) {
+	s.f.createTable("clips")
+	v := s.f.putObject("bench.mp4", []byte("benchmark object"))
+	for range clients {
+		rec := wiretest.FileRows([]string{"bench.mp4"}, []wire.FileValue{v})
+		b.Cleanup(rec.Release)
+		s.recs = append(s.recs, rec)
+	}
+}
+
+// run makes n appends from clients goroutines and adds their time.
+func (s *metricsSide) run(b *testing.B, clients, n int) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := range clients {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if _, err := s.f.append("clips", "", s.recs[c]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	s.took += time.Since(start)
+	s.appends += n
+}
+
+func (s *metricsSide) rate() float64 { return float64(s.appends) / s.took.Seconds() }
