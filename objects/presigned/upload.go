@@ -421,7 +421,10 @@ func (up *upload) complete(ctx context.Context, sum string) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("presigned: complete the upload of %s at %s: %w", up.o.FileName, up.key, err)
 	}
-	if up.cp != nil && !up.cp.Completed {
+	// A checkpoint missing a part's record (the upload was found
+	// completed on a resume) is left as it is: run again, the same path
+	// completes it again.
+	if up.cp != nil && !up.cp.Completed && int64(len(up.cp.Parts)) == up.count {
 		up.mu.Lock()
 		up.cp.Completed, up.cp.ETag, up.cp.SHA256 = true, f.GetEtag(), sum
 		err := up.sess.Save(up.cp)

@@ -416,3 +416,31 @@ func TestPutRetriesServerErrors(t *testing.T) {
 		t.Fatalf("always 503: %v after %d PUTs, want a PartError SlowDown after 4", err, down.puts)
 	}
 }
+
+// Another file of a size the stage holds is answered hash_first: it is
+// hashed whole, granted with its sums (URLs for the first parts with the
+// grant, the rest renewed in batches) and uploaded.
+func TestHashFirstThenUpload(t *testing.T) {
+	st := newStage(t)
+	up := presigned.New(st.g, nil)
+	size := 3*partSize + 1
+	first, _ := randomFile(t, size, 10)
+	if _, err := up.PutFile(t.Context(), first, nil, st.options("a.bin")); err != nil {
+		t.Fatal(err)
+	}
+	path, data := randomFile(t, size, 11)
+	grants, renews := st.g.grants.Load(), st.g.renews.Load()
+	o := st.options("b.bin")
+	o.Concurrency = 1 // the grant signs 2 URLs, a renewal the other 2
+	res, err := up.PutFile(t.Context(), path, openSession(t, t.TempDir()), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.check(t, res, data)
+	if res.Deduplicated || res.BytesSent != int64(size) {
+		t.Fatalf("result %+v, want every byte sent", res)
+	}
+	if g, r := st.g.grants.Load()-grants, st.g.renews.Load()-renews; g != 2 || r != 1 {
+		t.Errorf("%d grants and %d renewals, want 2 (hash_first, then with sums) and 1 (parts 3 and 4 together)", g, r)
+	}
+}
