@@ -341,3 +341,55 @@ func TestLocalPath(t *testing.T) {
 		}
 	}
 }
+
+// TestPresignedRedirect: on a stage that presigns, the object endpoint
+// redirects this browser to the URL meta signed, uncached, and only for a
+// key a row names.
+func TestPresignedRedirect(t *testing.T) {
+	r := newRig(t, readTokens(), map[string][]byte{"clip.webm": randomBytes(100)})
+	r.lake.presign = true
+	r.signIn(readToken)
+	key := r.lake.keyOf("clip.webm")
+	resp, _ := r.get("/tables/clips/raw?key=" + url.QueryEscape(key))
+	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "https://stage.example/"+key+"?X-Amz-Signature=abc" {
+		t.Fatalf("presigned object: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if cc := resp.Header.Get("Cache-Control"); !strings.Contains(cc, "no-store") {
+		t.Errorf("the redirect may be cached: %q", cc)
+	}
+	if resp, _ := r.get("/tables/clips/raw?key=objects/none/x.webm"); resp.StatusCode != http.StatusNotFound || resp.Header.Get("Location") != "" {
+		t.Errorf("a key no row names: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+// TestScopesApply: an action runs only when the session's scope allows
+// it as Flight would; the console never needs more than read.
+func TestScopesApply(t *testing.T) {
+	read := &session{scope: wire.ScopeRead}
+	for _, a := range []string{wire.ActionListTables, wire.ActionDescribeTable, wire.ActionHistory, wire.ActionURL} {
+		if !allowed(read, a) {
+			t.Errorf("a read session may not call %s", a)
+		}
+	}
+	if allowed(read, wire.ActionGC) || allowed(read, wire.ActionDelete) {
+		t.Error("a read session may call admin or write actions")
+	}
+	if allowed(&session{}, wire.ActionListTables) || allowed(nil, wire.ActionListTables) || allowed(read, "lake.nope") {
+		t.Error("no scope, no session or an unknown action is allowed")
+	}
+}
+
+// TestSignOutEndsTheSession: after sign-out the old cookie opens nothing.
+func TestSignOutEndsTheSession(t *testing.T) {
+	r := newRig(t, readTokens(), nil)
+	r.signIn(readToken)
+	u, _ := url.Parse(r.srv.URL)
+	old := r.c.Jar.Cookies(u)
+	if resp, _ := r.post("/signout", url.Values{"csrf": {r.csrf()}}, ""); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-out: %d", resp.StatusCode)
+	}
+	r.c.Jar.SetCookies(u, old)
+	if resp, _ := r.get("/"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the signed-out session still opens the tables: %d", resp.StatusCode)
+	}
+}

@@ -35,6 +35,9 @@ type fakeLake struct {
 	queries []string
 	actions []string
 	sqlErr  error
+	// presign answers lake.table.url with an https URL, as an S3 stage
+	// does, instead of the object's file:// URL.
+	presign bool
 }
 
 func newFakeLake(t *testing.T, objs map[string][]byte) *fakeLake {
@@ -111,6 +114,9 @@ func (l *fakeLake) Action(_ context.Context, name string, req, resp proto.Messag
 		for _, f := range l.files {
 			if f.Key == r.GetKey() && r.GetTable() == "clips" {
 				u := url.URL{Scheme: "file", Path: path.Join(l.dir, f.Key)}
+				if l.presign {
+					u = url.URL{Scheme: "https", Host: "stage.example", Path: "/" + f.Key, RawQuery: "X-Amz-Signature=abc"}
+				}
 				proto.Merge(resp, &lakepb.ObjectUrl{Url: u.String(), File: &lakepb.UploadedFile{
 					Key: f.Key, Size: f.Size, Sha256: f.SHA256, ContentType: f.ContentType, UploadedAtUnixMicros: f.UploadedAt.UnixMicro(),
 				}})
