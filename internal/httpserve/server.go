@@ -13,7 +13,8 @@ import (
 
 // Server is one HTTP listener. It answers from the moment it listens, so
 // probes work while the roles still load: until SetHandler gives it the
-// roles' mux it serves Starting.
+// roles' mux it serves what Listen was given (endpoints with the Starting
+// check, say).
 type Server struct {
 	lis     net.Listener
 	srv     *http.Server
@@ -63,11 +64,6 @@ func (s *Server) Close(ctx context.Context) error {
 	return err
 }
 
-// Starting is what a listener serves while its roles open: /healthz is
-// 200, /readyz 503 "starting", everything else 503.
-func Starting() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /healthz", Healthz())
-	mux.Handle("/", Readyz(Check{Name: "lake", Ready: func(context.Context) error { return errors.New("starting") }}))
-	return mux
-}
+// Starting is the readiness of a process whose roles are still opening:
+// never ready.
+var Starting = Check{Name: "lake", Ready: func(context.Context) error { return errors.New("starting") }}

@@ -22,10 +22,12 @@ func fetch(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// TestServerStartsThenSwaps: a listener answers Starting until it is given
-// the roles' mux, and stops listening on Close.
+// TestServerStartsThenSwaps: a listener answers what it started with
+// until it is given the roles' mux, and stops listening on Close.
 func TestServerStartsThenSwaps(t *testing.T) {
-	s, err := Listen("127.0.0.1:0", Starting(), slog.New(slog.DiscardHandler))
+	starting := http.NewServeMux()
+	Endpoints{Ready: []Check{Starting}}.Register(starting)
+	s, err := Listen("127.0.0.1:0", starting, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,13 +16,20 @@ import (
 
 // openHTTP binds the process's HTTP listener before the roles open, so
 // /healthz answers and /readyz says "starting" while meta loads its
-// index. A default address that is taken is given up with a warning
-// (HTTPBestEffort); an address the operator asked for is an error.
-func (s *Server) openHTTP(cfg Config) error {
+// index; the tokens apply from the first request on. A default address
+// that is taken is given up with a warning (HTTPBestEffort); an address
+// the operator asked for is an error.
+func (s *Server) openHTTP(cfg Config, tokens []auth.Token) error {
 	if cfg.HTTPListen == "" {
 		return nil
 	}
-	h, err := httpserve.Listen(cfg.HTTPListen, httpserve.Starting(), s.log)
+	s.runtime = httpserve.Runtime()
+	starting := http.NewServeMux()
+	httpserve.Endpoints{
+		Gatherers: prometheus.Gatherers{s.runtime}, Ready: []httpserve.Check{httpserve.Starting},
+		Tokens: tokens, OpenMetrics: cfg.HTTPOpenMetrics,
+	}.Register(starting)
+	h, err := httpserve.Listen(cfg.HTTPListen, starting, s.log)
 	if err != nil && cfg.HTTPBestEffort && errors.Is(err, syscall.EADDRINUSE) {
 		s.log.Warn("the default HTTP address is taken; running without /metrics, /healthz and /readyz (give --http-listen)", "http_addr", cfg.HTTPListen)
 		return nil
@@ -42,7 +49,7 @@ func (s *Server) serveHTTP(cfg Config, tokens []auth.Token) {
 	if s.http == nil {
 		return
 	}
-	gatherers := []prometheus.Gatherer{httpserve.Runtime()}
+	gatherers := []prometheus.Gatherer{s.runtime}
 	var ready []httpserve.Check
 	if m := s.meta; m != nil {
 		gatherers = append(gatherers, m.Gatherer())

@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/lakedata/lake/internal/auth"
@@ -31,6 +32,9 @@ type Server struct {
 	stage objects.Store // meta's stage, which the server opened and closes
 	query *query.Service
 	http  *httpserve.Server // nil without HTTPListen
+	// runtime holds the Go runtime and process collectors of the HTTP
+	// listener, gathered once beside the roles' registries.
+	runtime *prometheus.Registry
 }
 
 // Open validates cfg, then opens meta before the query service that talks
@@ -73,7 +77,7 @@ func (s *Server) open(ctx context.Context, cfg Config) error {
 		}
 		serverOpts = append(serverOpts, creds)
 	}
-	if err := s.openHTTP(cfg); err != nil {
+	if err := s.openHTTP(cfg, tokens); err != nil {
 		return err
 	}
 	metaEndpoint := cfg.Meta
