@@ -56,10 +56,14 @@ type proc struct {
 	address   string
 	readyRole string
 	roles     map[string]string // role → listen address
+	httpAddr  string            // the HTTP listener's address, if any
 	done      chan struct{}
 }
 
 var listenLine = regexp.MustCompile(`msg="[^"]*listening" role=(\S+) addr=(\S+)`)
+
+// httpLine is the HTTP listener's address, logged before any role's.
+var httpLine = regexp.MustCompile(`msg="http listening" http_addr=(\S+)`)
 
 // startLake runs `lake args...` and waits until its last role logs its
 // listen address: query for --role=all and --role=query, else meta.
@@ -128,6 +132,9 @@ func (p *proc) scan(r io.Reader) {
 		line := sc.Text()
 		p.mu.Lock()
 		p.logs.WriteString(line + "\n")
+		if m := httpLine.FindStringSubmatch(line); m != nil {
+			p.httpAddr = m[1]
+		}
 		p.mu.Unlock()
 		if m := listenLine.FindStringSubmatch(line); m != nil && !sent {
 			p.mu.Lock()
@@ -150,6 +157,15 @@ func (p *proc) RoleAddr(role string) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.roles[role]
+}
+
+// HTTPAddr is the address of the process's HTTP listener (--http-listen),
+// "" without one. It is logged before the roles', so it is known once
+// startLake returns.
+func (p *proc) HTTPAddr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.httpAddr
 }
 
 func (p *proc) output() string {
