@@ -10,8 +10,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/lakedata/lake/internal/failpoint"
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/presigned"
+	"github.com/lakedata/lake/objects/s3"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -85,7 +87,21 @@ func (c *Client) grantOptions(table, name, contentType, commitID string, progres
 	return presigned.Options{
 		Table: table, FileName: name, ContentType: contentType,
 		Bucket: c.stage.GetBucket(), Prefix: c.stage.GetPrefix(), PartSize: c.stage.GetPartSize(),
-		CommitID: commitID, Progress: progress,
+		CommitID: commitID, Progress: progress, Step: grantFailpoint,
+	}
+}
+
+// grantFailpoint stops a granted upload at the failpoints of the S3
+// stage's own resumable uploads, which name the same steps, so one crash
+// test covers both paths.
+func grantFailpoint(s presigned.Step) {
+	switch s {
+	case presigned.StepPartUploaded:
+		failpoint.Hit(s3.FailAfterPartUpload)
+	case presigned.StepPartSaved:
+		failpoint.Hit(s3.FailAfterPartCheckpoint)
+	case presigned.StepCompleted:
+		failpoint.Hit(s3.FailAfterComplete)
 	}
 }
 

@@ -118,6 +118,15 @@ var ErrObjectChanged = errors.New("the object the interrupted put uploaded chang
 // an orphan) is uploaded again under the same key, still with the same
 // commit id.
 //
+// On an S3 stage in upload mode "presigned" the bytes go through upload
+// grants (objects/presigned), with no stage credentials: the checkpoint
+// is then of kind checkpoint.KindGranted, and a deduplicated answer is
+// recorded as a KindSingle record of the object the stage answered. On
+// the local stage a file of at least a MiB is offered for dedup the same
+// way. Either way the row is the FILE value the service answered, and an
+// append refused because that object is gone puts the file once more
+// with no dedup.
+//
 // With no checkpoint directory there is no checkpoint: the commit id lives
 // only in memory, and a crash between the upload and the append's
 // acknowledgement makes the next call upload again under a new key — an

@@ -373,7 +373,20 @@ func (up *upload) part(ctx context.Context, urls *urlCache, j job, held heldFunc
 		return err
 	}
 	up.sent.Add(length)
-	return up.finish(checkpoint.Part{Number: j.n, Length: length, ETag: etag, SHA256: sum}, false)
+	up.step(StepPartUploaded)
+	if err := up.finish(checkpoint.Part{Number: j.n, Length: length, ETag: etag, SHA256: sum}, false); err != nil {
+		return err
+	}
+	if up.cp != nil {
+		up.step(StepPartSaved)
+	}
+	return nil
+}
+
+func (up *upload) step(s Step) {
+	if up.o.Step != nil {
+		up.o.Step(s)
+	}
 }
 
 // finish records a part that is done: sent, or found held (resumed).
@@ -432,6 +445,7 @@ func (up *upload) complete(ctx context.Context, sum string) (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("presigned: %w", err)
 		}
+		up.step(StepCompleted)
 	}
 	up.progress(up.size)
 	up.mu.Lock()

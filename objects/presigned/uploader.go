@@ -58,7 +58,23 @@ type Options struct {
 	// Progress, when set, is told the bytes of finished parts (see
 	// objects.Progress). Calls are serialized.
 	Progress func(objects.Progress)
+	// Step, when set, is told each step of the upload as it is done, so
+	// a caller can stop the process between them in crash tests (its
+	// failpoints). It may be called from several goroutines at once.
+	Step func(Step)
 }
+
+// Step is a point of an upload that crash tests stop at.
+type Step int
+
+const (
+	// StepPartUploaded: a part is in the stage, not yet in the checkpoint.
+	StepPartUploaded Step = iota + 1
+	// StepPartSaved: a part is in the stage and saved in the checkpoint.
+	StepPartSaved
+	// StepCompleted: the upload is complete and the checkpoint says so.
+	StepCompleted
+)
 
 // Result is what an upload ended with.
 type Result struct {

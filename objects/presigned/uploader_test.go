@@ -126,11 +126,22 @@ func TestUpload(t *testing.T) {
 			path, data := randomFile(t, tc.size, uint64(tc.size))
 			sess := openSession(t, t.TempDir())
 			var last objects.Progress
+			var mu sync.Mutex
+			steps := map[presigned.Step]int{}
 			o := st.options("data.bin")
 			o.Progress = func(p objects.Progress) { last = p }
+			o.Step = func(s presigned.Step) {
+				mu.Lock()
+				steps[s]++
+				mu.Unlock()
+			}
 			res, err := up.PutFile(t.Context(), path, sess, o)
 			if err != nil {
 				t.Fatal(err)
+			}
+			parts := max(1, (tc.size+partSize-1)/partSize)
+			if steps[presigned.StepPartUploaded] != parts || steps[presigned.StepPartSaved] != parts || steps[presigned.StepCompleted] != 1 {
+				t.Errorf("steps %v for %d parts", steps, parts)
 			}
 			st.check(t, res, data)
 			if res.Deduplicated || res.BytesSent != int64(tc.size) || last.Done != int64(tc.size) || last.Total != int64(tc.size) {
