@@ -56,8 +56,12 @@ func (s *Server) serveHTTP(cfg Config, tokens []auth.Token) {
 		ready = append(ready, httpserve.Check{Name: "meta", Ready: func(context.Context) error { return m.Ready() }})
 	}
 	if s.query != nil {
+		con, err := s.query.Console(context.Background(), tokens)
+		if err != nil {
+			s.log.Error("the web console is off", "err", err)
+		}
 		s.http.SetHandler(s.query.HTTPHandler(query.HTTPConfig{
-			Gatherers: gatherers, Ready: ready, Tokens: tokens, OpenMetrics: cfg.HTTPOpenMetrics,
+			Gatherers: gatherers, Ready: ready, Tokens: tokens, OpenMetrics: cfg.HTTPOpenMetrics, Console: con,
 		}))
 		return
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lakedata/lake/internal/auth"
 	"github.com/lakedata/lake/internal/httpserve"
+	"github.com/lakedata/lake/roles/query/console"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -49,6 +50,27 @@ func (s *Service) HTTPHandler(c HTTPConfig) http.Handler {
 		mux.Handle("/", c.Console)
 	}
 	return mux
+}
+
+// Console builds this node's web console (roles/query/console) for
+// HTTPConfig.Console: its SQL takes the node's own statement path (run:
+// the allow-list guard, time travel), its catalog questions and object
+// checks go to meta, and local objects are read through a store of the
+// stage opened here, which lives as long as the process's listener.
+func (s *Service) Console(ctx context.Context, tokens []auth.Token) (http.Handler, error) {
+	if s.cfg.OpenStage == nil {
+		return nil, fmt.Errorf("query: console: this build cannot open the stage %s", s.stage.GetRootUri())
+	}
+	store, err := s.cfg.OpenStage(ctx, s.stage)
+	if err != nil {
+		return nil, fmt.Errorf("query: console: open the stage: %w", err)
+	}
+	c, err := console.New(console.Config{Tokens: tokens, SQL: s.run, Meta: s.meta, Stage: store, Logger: s.log.With("part", "console")})
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // readyTTL is how long the answer of a readiness call to meta is reused,
