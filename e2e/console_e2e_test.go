@@ -6,13 +6,13 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -33,8 +33,6 @@ type consoleLake struct {
 	base     string // the console: http://127.0.0.1:port
 }
 
-var httpListenLine = regexp.MustCompile(`msg="http listening".* http_addr=(\S+)`)
-
 // startConsoleLake starts lake serve with --http-listen 127.0.0.1:0 and
 // the token file holding lines (none: an open lake), and waits until the
 // console answers.
@@ -51,11 +49,10 @@ func startConsoleLake(t testing.TB, lines ...string) *consoleLake {
 		args = append(args, "--token-file", path)
 	}
 	p := startLake(t, args...)
-	m := httpListenLine.FindStringSubmatch(p.output())
-	if m == nil {
+	if p.HTTPAddr() == "" {
 		t.Fatalf("lake serve logged no HTTP listen address:\n%s", p.output())
 	}
-	l := &consoleLake{p: p, dir: dir, endpoint: "grpc://" + p.Addr(), base: "http://" + m[1]}
+	l := &consoleLake{p: p, dir: dir, endpoint: "grpc://" + p.Addr(), base: "http://" + p.HTTPAddr()}
 	// The listener answers 503 until the roles are open and the
 	// console is mounted.
 	ctx := withTimeout(t, 30*time.Second)
@@ -264,6 +261,184 @@ func consoleTable(t testing.TB, l *consoleLake, c *client.Client) map[string]str
 		put(path)
 	}
 	return keys
+}
+
+// TestConsoleInBrowser drives the console in headless chromium against a
+// real lake serve with scoped tokens: a wrong token is refused, a read
+// token signs in, the table list, the table page and an SQL grid
+// (time travel, and a refused write) render, the image thumbnail loads,
+// the JSON preview shows, and the video plays and seeks (readyState ≥ 3
+// after the seek, with 206 answers seen by the browser). Screenshots of
+// each step are artifacts.
+func TestConsoleInBrowser(t *testing.T) {
+	ctx := newBrowser(t)
+	tk := newScopeTokens()
+	l := startConsoleLake(t, tk.read+" read", tk.write+" write", tk.admin+" admin")
+	keys := consoleTable(t, l, l.client(t, tk.admin))
+	shots := artifactDir(t)
+	raw := recordResponses(ctx, "/raw?")
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+
+	t.Run("wrong token refused", func(t *testing.T) {
+		browse(t, ctx, chromedp.Navigate(l.base+"/tables/clips"), chromedp.WaitVisible(css("#token")))
+		if loc := get(t, ctx, chromedp.Location()); !strings.HasPrefix(loc, l.base+"/signin") {
+			t.Fatalf("without a session the table page went to %s, not the sign-in page", loc)
+		}
+		browse(t, ctx,
+			chromedp.SendKeys(css("#token"), "not-"+tk.read),
+			chromedp.Click(css("#signin")),
+			chromedp.WaitVisible(css("#signin-error")),
+		)
+		if msg := get(t, ctx, chromedp.Text(css("#signin-error"))); !strings.Contains(msg, "not valid") {
+			t.Fatalf("the refusal says %q", msg)
+		}
+		screenshot(t, ctx, shots, "signin-refused")
+	})
+
+	t.Run("table list", func(t *testing.T) {
+		browse(t, ctx,
+			chromedp.SetValue(css("#token"), tk.read),
+			chromedp.Click(css("#signin")),
+			chromedp.WaitVisible(css("#schema")), // back on the page asked for
+			chromedp.Navigate(l.base+"/"),
+			chromedp.WaitVisible(css("#tables")),
+		)
+		list := get(t, ctx, chromedp.Text(css("#tables tbody")))
+		if !strings.Contains(list, "clips") || !strings.Contains(list, "3") {
+			t.Fatalf("the table list reads %q", list)
+		}
+		screenshot(t, ctx, shots, "tables")
+	})
+
+	t.Run("table page", func(t *testing.T) {
+		browse(t, ctx, chromedp.Navigate(l.base+"/tables/clips"), chromedp.WaitVisible(css("#history-chart")))
+		if n := get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#history-chart circle").length`)); n != 4 {
+			t.Errorf("the history chart has %d points, want 4 (versions 0 to 3)", n)
+		}
+		// The thumbnail is the image object itself, 64 px wide.
+		get(t, ctx, chromedp.Poll[bool](`(() => { const i = document.querySelector("img.thumb"); return i && i.complete && i.naturalWidth === 64; })()`))
+		screenshot(t, ctx, shots, "table")
+	})
+
+	t.Run("sql grid", func(t *testing.T) {
+		runSQL := func(q string, wait string) {
+			t.Helper()
+			browse(t, ctx,
+				chromedp.Navigate(l.base+"/sql"),
+				chromedp.WaitVisible(css("#q")),
+				chromedp.SetValue(css("#q"), q),
+				chromedp.Click(css("#run")),
+				chromedp.WaitVisible(css(wait)),
+			)
+		}
+		runSQL("SELECT name, file FROM clips AT (VERSION => 1) ORDER BY name", "table.results")
+		rows := get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("table.results tbody tr").length`))
+		first := get(t, ctx, chromedp.Text(css("table.results tbody td")))
+		if rows != 1 || first != "clip.webm" {
+			t.Fatalf("SELECT at version 1: %d rows, first %q; want clip.webm alone", rows, first)
+		}
+		screenshot(t, ctx, shots, "sql")
+		runSQL("DROP TABLE clips", "#sql-error")
+		if refused := get(t, ctx, chromedp.Text(css("#sql-error"))); !strings.Contains(refused, "read-only") {
+			t.Fatalf("DROP TABLE answered %q", refused)
+		}
+		runSQL("SELECT count(*) AS n FROM clips", "table.results")
+		if n := get(t, ctx, chromedp.Text(css("table.results tbody td"))); n != "3" {
+			t.Fatalf("count(*) after the refused DROP: %q", n)
+		}
+	})
+
+	t.Run("json preview", func(t *testing.T) {
+		browse(t, ctx,
+			chromedp.Navigate(l.base+"/tables/clips/file?key="+url.QueryEscape(keys["notes.json"])),
+			chromedp.WaitVisible(css("#text")),
+		)
+		if text := get(t, ctx, chromedp.Text(css("#text"))); !strings.Contains(text, `"camera": "north"`) {
+			t.Fatalf("JSON preview %q", text)
+		}
+	})
+
+	t.Run("video plays and seeks", func(t *testing.T) {
+		before := raw.count(http.StatusPartialContent)
+		browse(t, ctx,
+			chromedp.Navigate(l.base+"/tables/clips/file?key="+url.QueryEscape(keys["clip.webm"])),
+			chromedp.WaitReady(css("#player")),
+		)
+		type state struct {
+			Tag     string  `json:"tag"`
+			Ready   int     `json:"ready"`
+			Time    float64 `json:"time"`
+			Played  bool    `json:"played"`
+			Seeking bool    `json:"seeking"`
+		}
+		got := get(t, ctx, chromedp.Evaluate[state](`(async () => {
+			const v = document.getElementById("player");
+			v.muted = true;
+			const once = (name) => new Promise((ok, fail) => {
+				v.addEventListener(name, ok, {once: true});
+				v.addEventListener("error", () => fail(new Error("media error " + (v.error && v.error.code))), {once: true});
+			});
+			if (v.readyState < 1) await once("loadedmetadata");
+			await v.play();
+			const played = !v.paused;
+			v.pause();
+			const seeked = once("seeked");
+			v.currentTime = 2.5;
+			await seeked;
+			if (v.readyState < 3) await once("canplay");
+			return {tag: v.tagName, ready: v.readyState, time: v.currentTime, played: played, seeking: v.seeking};
+		})()`, chromedp.EvalAwaitPromise))
+		if got.Tag != "VIDEO" || got.Ready < 3 || got.Time < 2.4 || !got.Played || got.Seeking {
+			t.Fatalf("after the seek: %+v; want a played VIDEO at 2.5 s with readyState >= 3", got)
+		}
+		if raw.count(http.StatusPartialContent) == before {
+			t.Fatalf("the browser saw no 206 answer for the video (statuses %v)", raw.all())
+		}
+		screenshot(t, ctx, shots, "video")
+	})
+
+	t.Run("no session no data", func(t *testing.T) {
+		plain := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := plain.Get(l.base + "/tables/clips/raw?key=" + url.QueryEscape(keys["clip.webm"]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || len(body) > 100 {
+			t.Fatalf("raw object without a session: %d, %d bytes; want 401 and no data", resp.StatusCode, len(body))
+		}
+		for _, p := range []string{"/", "/tables/clips", "/sql"} {
+			resp, err := plain.Get(l.base + p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusSeeOther || bytes.Contains(body, []byte("<table")) {
+				t.Fatalf("GET %s without a session: %d\n%s", p, resp.StatusCode, body)
+			}
+		}
+	})
+
+	t.Run("range returns the middle", func(t *testing.T) {
+		want, err := os.ReadFile(filepath.Join("testdata", "clip.webm"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc := signedInClient(t, l, tk.read)
+		req, _ := http.NewRequest(http.MethodGet, l.base+"/tables/clips/raw?key="+url.QueryEscape(keys["clip.webm"]), nil)
+		req.Header.Set("Range", "bytes=40000-79999")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusPartialContent || !bytes.Equal(got, want[40000:80000]) {
+			t.Fatalf("Range bytes=40000-79999: %d with %d bytes; want 206 with exactly those 40000", resp.StatusCode, len(got))
+		}
+	})
 }
 
 // signedInClient is an HTTP client with a console session of token,
