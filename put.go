@@ -28,6 +28,7 @@ type putOptions struct {
 	contentType string
 	json        bool
 	noProgress  bool
+	noDedup     bool
 	recursive   bool
 	jobs        int
 	batchRows   int
@@ -44,6 +45,7 @@ func (o *putOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVarP(&o.table, "table", "t", "", "table to add the rows to (required)")
 	f.BoolVar(&o.noProgress, "no-progress", false, "do not report upload progress on standard error")
+	f.BoolVar(&o.noDedup, "no-dedup", false, "upload every file even when the stage holds its content already")
 	// StringArray, not StringSlice: a value may contain commas.
 	f.StringArrayVar(&o.set, "set", nil, "fill column COL with VALUE, as COL=VALUE (repeatable)")
 	f.StringVar(&o.name, "name", "", "name of the file (default: its base name; required for -)")
@@ -230,7 +232,7 @@ func runPut(ctx context.Context, c *client.Client, o *putOptions, set map[string
 	}
 	put := func() error {
 		for _, p := range paths {
-			po := client.PutOptions{Name: o.name, Set: set, ContentType: o.contentType}
+			po := client.PutOptions{Name: o.name, Set: set, ContentType: o.contentType, NoDedup: o.noDedup}
 			var bar *progress
 			if o.progressOut != nil {
 				name := o.name
@@ -286,7 +288,7 @@ func runPutFiles(ctx context.Context, c *client.Client, o *putOptions, set map[s
 	var bar *progress
 	var outErr error
 	po := client.PutFilesOptions{
-		Set: set, ContentType: o.contentType, Recursive: o.recursive,
+		Set: set, ContentType: o.contentType, Recursive: o.recursive, NoDedup: o.noDedup,
 		Jobs: o.jobs, BatchRows: o.batchRows, BatchWait: o.batchWait,
 	}
 	if o.progressOut != nil {

@@ -90,6 +90,9 @@ type PutFilesOptions struct {
 	// Progress, when set, is told how the run goes after every change.
 	// Calls are serialized; it must not block for long.
 	Progress func(BulkProgress)
+	// NoDedup uploads every file even when the stage holds its content
+	// already.
+	NoDedup bool
 	// OnFile, when set, is told each file's outcome as it is known: when
 	// its batch commits, when it fails, or (Skipped) when an earlier run
 	// committed it. Calls are serialized, in no particular file order.
@@ -659,7 +662,7 @@ func (b *bulk) upload(ctx context.Context, f bulkFile) uploaded {
 	switch {
 	case b.granted():
 		var g viaGrant
-		if g, err = b.uploadGranted(ctx, f, opts, false); err == nil {
+		if g, err = b.uploadGranted(ctx, f, opts, b.o.NoDedup); err == nil {
 			b.addBytes(g.file.GetSize() - sent)
 			b.noteSent(f.abs, g.stat)
 			u.row = runFileOf(f, g.file)
@@ -671,7 +674,7 @@ func (b *bulk) upload(ctx context.Context, f bulkFile) uploaded {
 		err = errInterruptedPut
 	case b.c.uploadMode() == modeLocal && f.size >= localProbeMin:
 		var lg localGranted
-		if lg, err = b.c.putLocalGranted(ctx, b.table, f.name, f.abs, f.size, opts, false); err == nil {
+		if lg, err = b.c.putLocalGranted(ctx, b.table, f.name, f.abs, f.size, opts, b.o.NoDedup); err == nil {
 			b.addBytes(lg.file.GetSize() - sent)
 			b.noteSent(f.abs, uploadStat{dedup: lg.dedup, bytes: lg.written})
 			u.row = runFileOf(f, lg.file)

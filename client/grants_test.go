@@ -235,6 +235,13 @@ func TestPutFileLocalDedup(t *testing.T) {
 	if n := len(f.objectFiles()); n != 1 {
 		t.Fatalf("%d objects in the stage, want 1", n)
 	}
+	own, err := c.PutFile(t.Context(), "t", writeFile(t, "d.bin", data), PutOptions{NoDedup: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own.Deduplicated || own.File.Key == first.File.Key || own.BytesSent != int64(len(data)) {
+		t.Fatalf("NoDedup: %+v, want an object of its own", own)
+	}
 
 	// The answered object vanishes between the answer and the append.
 	gone := false

@@ -42,6 +42,9 @@ type PutOptions struct {
 	// Progress, when set, is told how far the upload got (see
 	// objects.PutOptions.Progress).
 	Progress func(objects.Progress)
+	// NoDedup uploads the file even when the stage holds its content
+	// already (upload grants answer no existing object).
+	NoDedup bool
 }
 
 // PutResult is what a put committed.
@@ -180,13 +183,13 @@ func (c *Client) PutFile(ctx context.Context, table, path string, o PutOptions) 
 	case granted:
 		return c.putGranted(ctx, table, path, src, plan, sess, single, o, func(noDedup bool) (grantedUpload, error) {
 			opts := c.grantOptions(table, o.Name, o.ContentType, o.CommitID, o.Progress)
-			opts.NoDedup = noDedup
+			opts.NoDedup = noDedup || o.NoDedup
 			res, err := c.uploader().PutFile(ctx, abs, sess, opts)
 			return grantedUpload{file: res.File, dedup: res.Deduplicated, sent: res.BytesSent}, err
 		})
 	case c.uploadMode() == modeLocal && single == nil && src.Size >= localProbeMin:
 		return c.putGranted(ctx, table, path, src, plan, sess, nil, o, func(noDedup bool) (grantedUpload, error) {
-			lg, err := c.putLocalGranted(ctx, table, o.Name, abs, src.Size, putOpts, noDedup)
+			lg, err := c.putLocalGranted(ctx, table, o.Name, abs, src.Size, putOpts, noDedup || o.NoDedup)
 			return grantedUpload{file: lg.file, dedup: lg.dedup, sent: lg.written}, err
 		})
 	}
@@ -437,7 +440,9 @@ func (c *Client) PutReader(ctx context.Context, table, name string, r io.Reader,
 	if c.uploadMode() == modePresigned {
 		// A stream cannot be read twice: a deduplicated answer whose
 		// object went away before the append fails the put.
-		res, err := c.uploader().PutReader(ctx, r, c.grantOptions(table, o.Name, o.ContentType, o.CommitID, o.Progress))
+		opts := c.grantOptions(table, o.Name, o.ContentType, o.CommitID, o.Progress)
+		opts.NoDedup = o.NoDedup
+		res, err := c.uploader().PutReader(ctx, r, opts)
 		if err != nil {
 			return nil, fmt.Errorf("client: upload %s: %w", name, err)
 		}
