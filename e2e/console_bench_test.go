@@ -31,7 +31,7 @@ func BenchmarkConsoleTablePage(b *testing.B) {
 	if os.Getenv("LAKE_BENCH_CONSOLE") != "1" {
 		b.Skip("set LAKE_BENCH_CONSOLE=1 to run the console benchmark")
 	}
-	l := startConsoleLake(b)
+	l := startConsoleLake(b, consoleSetup{})
 	benchConsoleTable(b, l)
 	page := l.base + "/tables/bench"
 

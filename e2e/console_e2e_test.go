@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"image"
 	"image/color"
 	"image/png"
@@ -22,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/lakedata/lake/client"
+	"github.com/lakedata/lake/internal/s3test"
 )
 
 // consoleLake is one `lake serve` (both roles, a local stage) with its
@@ -33,22 +35,31 @@ type consoleLake struct {
 	base     string // the console: http://127.0.0.1:port
 }
 
-// startConsoleLake starts lake serve with --http-listen 127.0.0.1:0 and
-// the token file holding lines (none: an open lake), and waits until the
-// console answers.
-func startConsoleLake(t testing.TB, lines ...string) *consoleLake {
+// consoleSetup says how to start a console lake: the token file's lines
+// (none: an open lake), and extra serve flags and environment (an S3
+// stage and its credentials).
+type consoleSetup struct {
+	tokens []string
+	args   []string
+	env    []string
+}
+
+// startConsoleLake starts lake serve with --http-listen 127.0.0.1:0 as
+// setup says and waits until the console answers.
+func startConsoleLake(t testing.TB, setup consoleSetup) *consoleLake {
 	t.Helper()
 	dir := t.TempDir()
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--meta-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
 		"--data-dir", filepath.Join(dir, "data")}
-	if len(lines) > 0 {
+	if len(setup.tokens) > 0 {
 		path := filepath.Join(dir, "tokens")
-		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(strings.Join(setup.tokens, "\n")+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		args = append(args, "--token-file", path)
 	}
-	p := startLake(t, args...)
+	args = append(args, setup.args...)
+	p := startLakeEnv(t, setup.env, args...)
 	if p.HTTPAddr() == "" {
 		t.Fatalf("lake serve logged no HTTP listen address:\n%s", p.output())
 	}
@@ -183,19 +194,27 @@ func screenshot(t testing.TB, ctx context.Context, dir, name string) {
 }
 
 // responses records the status of every response the browser receives
-// whose URL contains part (DevTools network events).
+// whose URL match accepts (DevTools network events), redirects included.
 type responses struct {
 	mu     sync.Mutex
 	status []int64
 }
 
-func recordResponses(ctx context.Context, part string) *responses {
+func recordResponses(ctx context.Context, match func(url string) bool) *responses {
 	r := &responses{}
-	chromedp.Listen(ctx, func(ev any) {
-		if e, ok := ev.(*network.EventResponseReceived); ok && strings.Contains(e.Response.URL, part) {
+	note := func(resp *network.Response) {
+		if resp != nil && match(resp.URL) {
 			r.mu.Lock()
-			r.status = append(r.status, e.Response.Status)
+			r.status = append(r.status, resp.Status)
 			r.mu.Unlock()
+		}
+	}
+	chromedp.Listen(ctx, func(ev any) {
+		switch e := ev.(type) {
+		case *network.EventResponseReceived:
+			note(e.Response)
+		case *network.EventRequestWillBeSent:
+			note(e.RedirectResponse)
 		}
 	})
 	return r
@@ -273,10 +292,10 @@ func consoleTable(t testing.TB, l *consoleLake, c *client.Client) map[string]str
 func TestConsoleInBrowser(t *testing.T) {
 	ctx := newBrowser(t)
 	tk := newScopeTokens()
-	l := startConsoleLake(t, tk.read+" read", tk.write+" write", tk.admin+" admin")
+	l := startConsoleLake(t, consoleSetup{tokens: []string{tk.read + " read", tk.write + " write", tk.admin + " admin"}})
 	keys := consoleTable(t, l, l.client(t, tk.admin))
 	shots := artifactDir(t)
-	raw := recordResponses(ctx, "/raw?")
+	raw := recordResponses(ctx, func(u string) bool { return strings.Contains(u, "/raw?") })
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 
 	t.Run("wrong token refused", func(t *testing.T) {
@@ -364,30 +383,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			chromedp.Navigate(l.base+"/tables/clips/file?key="+url.QueryEscape(keys["clip.webm"])),
 			chromedp.WaitReady(css("#player")),
 		)
-		type state struct {
-			Tag     string  `json:"tag"`
-			Ready   int     `json:"ready"`
-			Time    float64 `json:"time"`
-			Played  bool    `json:"played"`
-			Seeking bool    `json:"seeking"`
-		}
-		got := get(t, ctx, chromedp.Evaluate[state](`(async () => {
-			const v = document.getElementById("player");
-			v.muted = true;
-			const once = (name) => new Promise((ok, fail) => {
-				v.addEventListener(name, ok, {once: true});
-				v.addEventListener("error", () => fail(new Error("media error " + (v.error && v.error.code))), {once: true});
-			});
-			if (v.readyState < 1) await once("loadedmetadata");
-			await v.play();
-			const played = !v.paused;
-			v.pause();
-			const seeked = once("seeked");
-			v.currentTime = 2.5;
-			await seeked;
-			if (v.readyState < 3) await once("canplay");
-			return {tag: v.tagName, ready: v.readyState, time: v.currentTime, played: played, seeking: v.seeking};
-		})()`, chromedp.EvalAwaitPromise))
+		got := playAndSeek(t, ctx)
 		if got.Tag != "VIDEO" || got.Ready < 3 || got.Time < 2.4 || !got.Played || got.Seeking {
 			t.Fatalf("after the seek: %+v; want a played VIDEO at 2.5 s with readyState >= 3", got)
 		}
@@ -441,6 +437,39 @@ func TestConsoleInBrowser(t *testing.T) {
 	})
 }
 
+// videoState is what playAndSeek found.
+type videoState struct {
+	Tag     string  `json:"tag"`
+	Ready   int     `json:"ready"`
+	Time    float64 `json:"time"`
+	Played  bool    `json:"played"`
+	Seeking bool    `json:"seeking"`
+}
+
+// playAndSeek plays the page's #player (muted), pauses it, seeks to
+// 2.5 s and waits until the element can play there (readyState >= 3). A
+// media error fails it.
+func playAndSeek(t testing.TB, ctx context.Context) videoState {
+	t.Helper()
+	return get(t, ctx, chromedp.Evaluate[videoState](`(async () => {
+		const v = document.getElementById("player");
+		v.muted = true;
+		const once = (name) => new Promise((ok, fail) => {
+			v.addEventListener(name, ok, {once: true});
+			v.addEventListener("error", () => fail(new Error("media error " + (v.error && v.error.code))), {once: true});
+		});
+		if (v.readyState < 1) await once("loadedmetadata");
+		await v.play();
+		const played = !v.paused;
+		v.pause();
+		const seeked = once("seeked");
+		v.currentTime = 2.5;
+		await seeked;
+		if (v.readyState < 3) await once("canplay");
+		return {tag: v.tagName, ready: v.readyState, time: v.currentTime, played: played, seeking: v.seeking};
+	})()`, chromedp.EvalAwaitPromise))
+}
+
 // signedInClient is an HTTP client with a console session of token,
 // signed in through the form as a browser does (Origin included).
 func signedInClient(t testing.TB, l *consoleLake, token string) *http.Client {
@@ -459,4 +488,65 @@ func signedInClient(t testing.TB, l *consoleLake, token string) *http.Client {
 		t.Fatalf("sign-in: %d", resp.StatusCode)
 	}
 	return hc
+}
+
+// signInBrowser signs the browser in with token through the form.
+func signInBrowser(t testing.TB, ctx context.Context, l *consoleLake, token string) {
+	t.Helper()
+	browse(t, ctx,
+		chromedp.Navigate(l.base+"/signin"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SetValue(chromedp.CSS("#token"), token),
+		chromedp.Click(chromedp.CSS("#signin")),
+		chromedp.WaitVisible(chromedp.CSS("#tables")),
+	)
+}
+
+// TestConsoleVideoOnS3: on an S3 stage (versitygw on loopback) the
+// console answers a video row's object with a redirect to the URL the
+// metadata service presigned, and the browser plays and seeks it through
+// the gateway's 206 answers; the URL reaches no log line.
+func TestConsoleVideoOnS3(t *testing.T) {
+	ctx := newBrowser(t)
+	gw := s3test.Start(t)
+	bucket := gw.NewBucket(t)
+	withCreds := s3Env(t, gw)
+	tk := newScopeTokens()
+	l := startConsoleLake(t, consoleSetup{
+		tokens: []string{tk.read + " read", tk.write + " write", tk.admin + " admin"},
+		args:   []string{"--stage", "s3://" + bucket + "/lake", "--s3-endpoint", gw.Endpoint},
+		env:    withCreds,
+	})
+	if _, err := l.client(t, tk.admin).CreateTable(withTimeout(t, time.Minute), "clips", nil, false); err != nil {
+		t.Fatal(err)
+	}
+	clip, err := filepath.Abs(filepath.Join("testdata", "clip.webm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runEnv(t, withCreds, l.endpoint, tk.write, "put", clip, "--table", "clips", "--json", "--no-progress",
+		"--checkpoint-dir", filepath.Join(l.dir, "cp"))
+	var put struct{ Key string }
+	if code != 0 || json.Unmarshal([]byte(out), &put) != nil || put.Key == "" {
+		t.Fatalf("put: exit %d, output %q\n%s", code, out, errOut)
+	}
+	raw := recordResponses(ctx, func(u string) bool { return strings.Contains(u, "/raw?") })
+	stage := recordResponses(ctx, func(u string) bool { return strings.HasPrefix(u, gw.Endpoint+"/") })
+
+	signInBrowser(t, ctx, l, tk.read)
+	browse(t, ctx,
+		chromedp.Navigate(l.base+"/tables/clips/file?key="+url.QueryEscape(put.Key)),
+		chromedp.WaitReady(chromedp.CSS("#player")),
+	)
+	got := playAndSeek(t, ctx)
+	if got.Tag != "VIDEO" || got.Ready < 3 || got.Time < 2.4 || !got.Played || got.Seeking {
+		t.Fatalf("after the seek: %+v; want a played VIDEO at 2.5 s with readyState >= 3", got)
+	}
+	if raw.count(http.StatusFound) == 0 || stage.count(http.StatusPartialContent) == 0 {
+		t.Fatalf("console answers %v, stage answers %v; want a redirect to the stage and 206s from it", raw.all(), stage.all())
+	}
+	screenshot(t, ctx, artifactDir(t), "video-s3")
+	if strings.Contains(l.p.output(), "X-Amz-Signature") {
+		t.Fatal("a presigned URL reached the lake log")
+	}
 }
