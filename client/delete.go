@@ -93,7 +93,48 @@ func (c *Client) KeysWhere(ctx context.Context, table, pred string) ([]string, i
 			return nil, 0, fmt.Errorf("client: --where: %w", err)
 		}
 	}
+	if len(keys) > 0 {
+		if err := c.checkKeysOnlyWhere(ctx, table, cols, pred); err != nil {
+			return nil, 0, err
+		}
+	}
 	return keys, info.GetVersion(), nil
+}
+
+// checkKeysOnlyWhere refuses a --where whose keys other rows name too. A
+// delete removes every row with one of its keys, and since uploads of the
+// same content share one object (dedup), rows that pred does not select
+// may hold a key that it does: deleting by those keys would remove them
+// as well.
+func (c *Client) checkKeysOnlyWhere(ctx context.Context, table string, cols []string, pred string) error {
+	var selected, naming []string
+	for _, col := range cols {
+		selected = append(selected, fmt.Sprintf("SELECT %s.key AS k FROM %s WHERE %s IS NOT NULL AND (%s)", col, quoteIdent(table), col, pred))
+	}
+	sub := strings.Join(selected, " UNION ALL ")
+	for _, col := range cols {
+		naming = append(naming, fmt.Sprintf("%s.key IN (%s)", col, sub))
+	}
+	sql := fmt.Sprintf("SELECT count(*) FROM %s WHERE (%s) IS NOT TRUE AND (%s)", quoteIdent(table), pred, strings.Join(naming, " OR "))
+	rdr, err := c.Query(ctx, sql)
+	if err != nil {
+		return fmt.Errorf("client: --where: %w", err)
+	}
+	defer rdr.Release()
+	var others string
+	for rdr.Next() {
+		if rec := rdr.RecordBatch(); rec.NumRows() > 0 {
+			others = rec.Column(0).ValueStr(0)
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		return fmt.Errorf("client: --where: %w", err)
+	}
+	if others != "" && others != "0" {
+		return fmt.Errorf("client: --where: %w: %s other rows of %s name the same objects (uploads of the same content share one), and a delete removes every row with a key; narrow the predicate to cover them, or delete by --key",
+			wire.ErrInvalidRequest, others, table)
+	}
+	return nil
 }
 
 // checkPredicate refuses a --where that is not one expression: it must
