@@ -21,15 +21,16 @@ import (
 
 // TestWholeLakeOnS3: the embedded default on an S3 stage (versitygw on
 // loopback). Catalog, log, data files and objects all land in the bucket;
-// the CLI uploads with its own credentials (the AWS default chain) and SQL
-// reads the data files through the query role's cache.
+// the CLI uploads with its own credentials (the AWS default chain, which
+// --direct-uploads allows) and SQL reads the data files through the query
+// role's cache.
 func TestWholeLakeOnS3(t *testing.T) {
 	gw := s3test.Start(t)
 	gw.SetEnv(t) // the credentials reach lake through the AWS default chain
 	bucket := gw.NewBucket(t)
 	dir := t.TempDir()
 	p := startLake(t, "serve", "--listen", "127.0.0.1:0", "--meta-listen", "127.0.0.1:0",
-		"--data-dir", filepath.Join(dir, "data"), "--stage", "s3://"+bucket+"/lake", "--s3-endpoint", gw.Endpoint)
+		"--data-dir", filepath.Join(dir, "data"), "--stage", "s3://"+bucket+"/lake", "--s3-endpoint", gw.Endpoint, "--direct-uploads")
 	endpoint := "grpc://" + p.Addr()
 	runLake(t, endpoint, "table", "create", "clips")
 
