@@ -8,6 +8,9 @@ import (
 
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/checkpoint"
+	"github.com/lakedata/lake/objects/presigned"
+	"github.com/lakedata/lake/wire"
+	"github.com/lakedata/lake/wire/lakepb"
 )
 
 // ErrNoUpload: no pending upload of that file is known.
@@ -79,6 +82,18 @@ func (c *Client) cancelOne(ctx context.Context, cpPath string) error {
 		// A record of an object uploaded in one request: nothing is
 		// pending in the stage, so cancelling drops the record; the
 		// object stays for gc if no row names it.
+		return sess.Remove()
+	}
+	if cp.Kind == checkpoint.KindGranted {
+		// The service holds the stage's credentials: it aborts.
+		key, ok := presigned.GrantedKey(cp.Binding)
+		if !ok {
+			return fmt.Errorf("%w: its key is outside the stage prefix", checkpoint.ErrBindingMismatch)
+		}
+		req := &lakepb.UploadAbortRequest{Table: cp.Table, Key: key, UploadId: cp.Binding.UploadID}
+		if err := c.action(ctx, wire.ActionUploadAbort, req, &lakepb.UploadAborted{}); err != nil {
+			return err
+		}
 		return sess.Remove()
 	}
 	r, ok := c.store.(objects.Resumer)

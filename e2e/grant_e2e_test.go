@@ -174,6 +174,68 @@ func checkpointParts(dir string) (int, []byte) {
 	return len(cp.Parts), raw
 }
 
+// killPutAfterParts starts `lake put file` without AWS credentials and
+// SIGKILLs it once its checkpoint records parts finished parts; it
+// returns the checkpoint's bytes as they were then.
+func (r *grantRig) killPutAfterParts(t *testing.T, file string, parts int) []byte {
+	t.Helper()
+	cmd := exec.Command(lakeBin, "put", file, "--table", "clips", "--no-progress", "--checkpoint-dir", r.cpDir, "--endpoint", r.endpoint)
+	cmd.Env = append(r.noCreds, "LAKE_TOKEN="+r.tokens.write)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if n, b := checkpointParts(r.cpDir); n >= parts {
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			<-exited
+			return b
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the put ended (%v) before %d parts were checkpointed:\n%s", err, parts, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint with %d parts after 3 minutes:\n%s", parts, stderr.String())
+		}
+	}
+}
+
+// TestPresignedUploadCancelWithoutCredentials: `lake uploads cancel` of
+// an interrupted put through grants, run without AWS credentials, has the
+// service abort the multipart upload and removes the checkpoint.
+func TestPresignedUploadCancelWithoutCredentials(t *testing.T) {
+	r := newGrantRig(t)
+	file := filepath.Join(r.dir, "cancelled.bin")
+	writeRandom(t, file, 80<<20, 3)
+	r.killPutAfterParts(t, file, 1)
+	if n := r.pendingUploads(t); n != 1 {
+		t.Fatalf("%d multipart uploads pending after the kill, want 1", n)
+	}
+	ls := exec.Command(lakeBin, "uploads", "ls", "--checkpoint-dir", r.cpDir)
+	ls.Env = r.noCreds
+	if out, err := ls.CombinedOutput(); err != nil || !strings.Contains(string(out), file) {
+		t.Fatalf("uploads ls does not list the interrupted put (%v):\n%s", err, out)
+	}
+	if _, errOut, code := runEnv(t, r.noCreds, r.endpoint, r.tokens.read, "uploads", "cancel", file, "--checkpoint-dir", r.cpDir); code != 1 || !strings.Contains(strings.ToLower(errOut), "permission denied") {
+		t.Fatalf("uploads cancel with a read token: exit %d, %s", code, errOut)
+	}
+	r.must(t, r.tokens.write, "uploads", "cancel", file, "--checkpoint-dir", r.cpDir)
+	if n := r.pendingUploads(t); n != 0 {
+		t.Fatalf("%d multipart uploads pending after the cancel", n)
+	}
+	if left, _ := filepath.Glob(filepath.Join(r.cpDir, "*.json")); len(left) != 0 {
+		t.Fatalf("checkpoints left after the cancel: %v", left)
+	}
+}
+
 // TestPresignedPutResumesAfterSIGKILLWithoutCredentials: a 512 MiB put by
 // a client with no AWS credentials is SIGKILLed once half its parts are
 // checkpointed; the same command again commits one row whose object
@@ -186,37 +248,7 @@ func TestPresignedPutResumesAfterSIGKILLWithoutCredentials(t *testing.T) {
 	file := filepath.Join(r.dir, "film.mp4")
 	want := writeRandom(t, file, size, 512)
 
-	cmd := exec.Command(lakeBin, "put", file, "--table", "clips", "--no-progress", "--checkpoint-dir", r.cpDir, "--endpoint", r.endpoint)
-	cmd.Env = append(r.noCreds, "LAKE_TOKEN="+r.tokens.write)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	const halfParts = size / (16 << 20) / 2
-	var raw []byte
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		n, b := checkpointParts(r.cpDir)
-		if n >= halfParts {
-			raw = b
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("the put ended (%v) before half its parts were checkpointed:\n%s", err, stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint with %d parts after 3 minutes:\n%s", halfParts, stderr.String())
-		}
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-exited
+	raw := r.killPutAfterParts(t, file, size/(16<<20)/2)
 	firstRun := settle(r.proxy)
 	// The checkpoint is the user's file: it names the upload, never a
 	// way into the stage.

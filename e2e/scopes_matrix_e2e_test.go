@@ -26,7 +26,7 @@ var actionScopes = map[string]wire.Scope{
 	wire.ActionListTables: wire.ScopeRead, wire.ActionDescribeTable: wire.ScopeRead, wire.ActionHistory: wire.ScopeRead,
 	wire.ActionSnapshot: wire.ScopeRead, wire.ActionDiscover: wire.ScopeRead, wire.ActionStatus: wire.ScopeRead,
 	wire.ActionVerify: wire.ScopeRead, wire.ActionURL: wire.ScopeRead,
-	wire.ActionUploadGrant: wire.ScopeWrite, wire.ActionUploadRenew: wire.ScopeWrite, wire.ActionUploadComplete: wire.ScopeWrite,
+	wire.ActionUploadGrant: wire.ScopeWrite, wire.ActionUploadRenew: wire.ScopeWrite, wire.ActionUploadComplete: wire.ScopeWrite, wire.ActionUploadAbort: wire.ScopeWrite,
 	wire.ActionDelete:      wire.ScopeWrite,
 	wire.ActionCreateTable: wire.ScopeAdmin, wire.ActionCompact: wire.ScopeAdmin, wire.ActionExpire: wire.ScopeAdmin, wire.ActionGC: wire.ScopeAdmin,
 }

@@ -30,6 +30,7 @@ const (
 	ActionUploadGrant    = "lake.upload.grant"
 	ActionUploadRenew    = "lake.upload.renew"
 	ActionUploadComplete = "lake.upload.complete"
+	ActionUploadAbort    = "lake.upload.abort"
 )
 
 // Scope is what a bearer token must allow for a call (DESIGN §12). The
@@ -174,6 +175,10 @@ var actions = []ActionSpec{
 	{
 		Name: ActionUploadComplete, Request: msg(&lakepb.UploadCompleteRequest{}), Response: msg(&lakepb.UploadedFile{}),
 		Mutates: true, Long: true, Scope: ScopeWrite, Description: "Check a granted upload's parts and publish the object",
+	},
+	{
+		Name: ActionUploadAbort, Request: msg(&lakepb.UploadAbortRequest{}), Response: msg(&lakepb.UploadAborted{}),
+		Mutates: true, Scope: ScopeWrite, Description: "Drop a granted upload and its parts",
 	},
 	{
 		Name: ActionCompact, Request: msg(&lakepb.CompactRequest{}), Response: msg(&lakepb.CompactResult{}),

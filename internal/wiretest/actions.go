@@ -48,6 +48,8 @@ func ActionRequest(name, table, fresh, key string) proto.Message {
 		return &lakepb.UploadRenewRequest{Table: table, Key: key}
 	case wire.ActionUploadComplete:
 		return &lakepb.UploadCompleteRequest{Table: table, Key: key}
+	case wire.ActionUploadAbort:
+		return &lakepb.UploadAbortRequest{Table: table, Key: key, UploadId: "no-such-upload"}
 	case wire.ActionDelete:
 		return &lakepb.DeleteRequest{Table: table, Keys: []string{key}}
 	}

@@ -475,6 +475,10 @@ func withPrefix(prefix, key string) string {
 	return prefix + "/" + key
 }
 
+// GrantedKey is the key a granted checkpoint's upload was granted at (the
+// binding's key without the stage prefix), as the grant actions name it.
+func GrantedKey(b checkpoint.Binding) (string, bool) { return withoutPrefix(b.Prefix, b.Key) }
+
 // withoutPrefix is the granted key of a binding's key.
 func withoutPrefix(prefix, key string) (string, bool) {
 	if prefix == "" {

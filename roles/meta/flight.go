@@ -303,6 +303,10 @@ func (s *Service) actionHandlers() map[string]actionHandler {
 			serve: unary(s.UploadComplete),
 			check: checked(completeCheck),
 		},
+		wire.ActionUploadAbort: {
+			serve: unary(s.UploadAbort),
+			check: checked(abortCheck),
+		},
 		wire.ActionCompact: {
 			serve: unary(func(ctx context.Context, req *lakepb.CompactRequest) (*lakepb.CompactResult, error) {
 				return s.Compact(ctx, req.GetTable())

@@ -246,6 +246,29 @@ func heldParts(parts []objects.GrantPart) []*lakepb.HeldPart {
 	return out
 }
 
+// UploadAbort drops a granted upload and its parts. The stage's own
+// answer decides: an upload it no longer holds (completed, aborted, or
+// swept by gc) is no error, and a completed object stays. A local stage
+// holds no uploads, so there it has nothing to do.
+func (s *Service) UploadAbort(ctx context.Context, req *lakepb.UploadAbortRequest) (*lakepb.UploadAborted, error) {
+	if err := abortCheck(req); err != nil {
+		return nil, err
+	}
+	t, err := s.leaderTable(ctx, req.GetTable())
+	if err != nil {
+		return nil, err
+	}
+	g, ok := s.store.(objects.Granter)
+	if !ok {
+		return &lakepb.UploadAborted{}, nil // no stage upload to hold: nothing to drop
+	}
+	if err := g.AbortGrant(ctx, req.GetKey(), req.GetUploadId()); err != nil {
+		return nil, fmt.Errorf("meta: abort the upload at %s: %w", req.GetKey(), err)
+	}
+	s.log.Info("upload aborted", "table", t.name, "key", req.GetKey())
+	return &lakepb.UploadAborted{}, nil
+}
+
 // completeLocal answers the FILE value of a file a client wrote into the
 // local stage at the key: its size as the stage has it, checked against
 // the claim when there is one, and the SHA-256 of the bytes this service
@@ -431,6 +454,20 @@ func (s *Service) renewCheck(req *lakepb.UploadRenewRequest) (time.Duration, err
 		return 0, err
 	}
 	return s.uploadExpiry(req.ExpiresMicros)
+}
+
+// abortCheck refuses a malformed abort.
+func abortCheck(req *lakepb.UploadAbortRequest) error {
+	if err := wire.ValidateTableName(req.GetTable()); err != nil {
+		return err
+	}
+	if err := wire.ValidateObjectKey(req.GetKey()); err != nil {
+		return err
+	}
+	if req.GetUploadId() == "" {
+		return fmt.Errorf("%w: an upload id is required", wire.ErrInvalidRequest)
+	}
+	return nil
 }
 
 // completeCheck refuses a malformed completion.

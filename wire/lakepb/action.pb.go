@@ -3089,6 +3089,105 @@ func (x *UploadCompleteRequest) GetContentType() string {
 	return ""
 }
 
+// lake.upload.abort: drop a granted upload and the parts the stage holds
+// (`lake uploads cancel`), so a client without stage credentials can give
+// one up. An upload the stage no longer holds is no error.
+type UploadAbortRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	UploadId      string                 `protobuf:"bytes,3,opt,name=upload_id,json=uploadId,proto3" json:"upload_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadAbortRequest) Reset() {
+	*x = UploadAbortRequest{}
+	mi := &file_wire_action_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadAbortRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadAbortRequest) ProtoMessage() {}
+
+func (x *UploadAbortRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadAbortRequest.ProtoReflect.Descriptor instead.
+func (*UploadAbortRequest) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *UploadAbortRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *UploadAbortRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UploadAbortRequest) GetUploadId() string {
+	if x != nil {
+		return x.UploadId
+	}
+	return ""
+}
+
+type UploadAborted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadAborted) Reset() {
+	*x = UploadAborted{}
+	mi := &file_wire_action_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadAborted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadAborted) ProtoMessage() {}
+
+func (x *UploadAborted) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_action_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadAborted.ProtoReflect.Descriptor instead.
+func (*UploadAborted) Descriptor() ([]byte, []int) {
+	return file_wire_action_proto_rawDescGZIP(), []int{41}
+}
+
 // The FILE value of a completed upload, to append a row with.
 type UploadedFile struct {
 	state                protoimpl.MessageState `protogen:"open.v1"`
@@ -3104,7 +3203,7 @@ type UploadedFile struct {
 
 func (x *UploadedFile) Reset() {
 	*x = UploadedFile{}
-	mi := &file_wire_action_proto_msgTypes[40]
+	mi := &file_wire_action_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3116,7 +3215,7 @@ func (x *UploadedFile) String() string {
 func (*UploadedFile) ProtoMessage() {}
 
 func (x *UploadedFile) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_action_proto_msgTypes[40]
+	mi := &file_wire_action_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3129,7 +3228,7 @@ func (x *UploadedFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadedFile.ProtoReflect.Descriptor instead.
 func (*UploadedFile) Descriptor() ([]byte, []int) {
-	return file_wire_action_proto_rawDescGZIP(), []int{40}
+	return file_wire_action_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UploadedFile) GetKey() string {
@@ -3438,7 +3537,12 @@ const file_wire_action_proto_rawDesc = "" +
 	"\x04size\x18\x04 \x01(\x03H\x00R\x04size\x88\x01\x01\x12\x16\n" +
 	"\x06sha256\x18\x05 \x01(\tR\x06sha256\x12!\n" +
 	"\fcontent_type\x18\x06 \x01(\tR\vcontentTypeB\a\n" +
-	"\x05_size\"\xba\x01\n" +
+	"\x05_size\"Y\n" +
+	"\x12UploadAbortRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1b\n" +
+	"\tupload_id\x18\x03 \x01(\tR\buploadId\"\x0f\n" +
+	"\rUploadAborted\"\xba\x01\n" +
 	"\fUploadedFile\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
@@ -3467,7 +3571,7 @@ func file_wire_action_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_action_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_wire_action_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_wire_action_proto_goTypes = []any{
 	(VerifyProblem)(0),            // 0: lake.action.VerifyProblem
 	(*CreateTableRequest)(nil),    // 1: lake.action.CreateTableRequest
@@ -3510,8 +3614,10 @@ var file_wire_action_proto_goTypes = []any{
 	(*HeldPart)(nil),              // 38: lake.action.HeldPart
 	(*UploadUrls)(nil),            // 39: lake.action.UploadUrls
 	(*UploadCompleteRequest)(nil), // 40: lake.action.UploadCompleteRequest
-	(*UploadedFile)(nil),          // 41: lake.action.UploadedFile
-	nil,                           // 42: lake.action.PartUrl.HeadersEntry
+	(*UploadAbortRequest)(nil),    // 41: lake.action.UploadAbortRequest
+	(*UploadAborted)(nil),         // 42: lake.action.UploadAborted
+	(*UploadedFile)(nil),          // 43: lake.action.UploadedFile
+	nil,                           // 44: lake.action.PartUrl.HeadersEntry
 }
 var file_wire_action_proto_depIdxs = []int32{
 	2,  // 0: lake.action.TableList.tables:type_name -> lake.action.TableInfo
@@ -3526,11 +3632,11 @@ var file_wire_action_proto_depIdxs = []int32{
 	29, // 9: lake.action.GcResult.objects:type_name -> lake.action.GcCount
 	29, // 10: lake.action.GcResult.uploads:type_name -> lake.action.GcCount
 	29, // 11: lake.action.GcResult.temp_files:type_name -> lake.action.GcCount
-	41, // 12: lake.action.ObjectUrl.file:type_name -> lake.action.UploadedFile
-	42, // 13: lake.action.PartUrl.headers:type_name -> lake.action.PartUrl.HeadersEntry
+	43, // 12: lake.action.ObjectUrl.file:type_name -> lake.action.UploadedFile
+	44, // 13: lake.action.PartUrl.headers:type_name -> lake.action.PartUrl.HeadersEntry
 	33, // 14: lake.action.UploadGrantRequest.parts:type_name -> lake.action.UploadPart
 	34, // 15: lake.action.UploadGrant.urls:type_name -> lake.action.PartUrl
-	41, // 16: lake.action.UploadGrant.existing:type_name -> lake.action.UploadedFile
+	43, // 16: lake.action.UploadGrant.existing:type_name -> lake.action.UploadedFile
 	33, // 17: lake.action.UploadRenewRequest.parts:type_name -> lake.action.UploadPart
 	34, // 18: lake.action.UploadUrls.urls:type_name -> lake.action.PartUrl
 	38, // 19: lake.action.UploadUrls.held:type_name -> lake.action.HeldPart
@@ -3566,7 +3672,7 @@ func file_wire_action_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_action_proto_rawDesc), len(file_wire_action_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
