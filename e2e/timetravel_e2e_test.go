@@ -162,7 +162,7 @@ func timeTravel(t *testing.T, stage compactStage) {
 			t.Errorf("c.mp4 at version 2: %v", err)
 		}
 		out, err := runLakeEnv(t, nil, "get", "--table", "clips", "--key", keys["c.mp4"], "--version", "2", "-o", dst, "--endpoint", endpoint)
-		if err == nil || !strings.Contains(out, "no row with key") {
+		if err == nil || !strings.Contains(out, "no such file in the table") {
 			t.Errorf("get of c.mp4 at version 2: %v\n%s", err, out)
 		}
 	})

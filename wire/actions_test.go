@@ -8,7 +8,7 @@ import (
 // TestActionNames: the action types are part of the protocol between the
 // roles and clients; they must be distinct and stay in lake's namespace.
 func TestActionNames(t *testing.T) {
-	names := []string{ActionCreateTable, ActionListTables, ActionDescribeTable, ActionHistory, ActionSnapshot, ActionDiscover, ActionStatus, ActionVerify, ActionCompact, ActionDelete, ActionExpire, ActionGC, ActionURL, ActionUploadGrant, ActionUploadRenew, ActionUploadComplete}
+	names := []string{ActionCreateTable, ActionListTables, ActionDescribeTable, ActionHistory, ActionSnapshot, ActionDiscover, ActionStatus, ActionVerify, ActionCompact, ActionDelete, ActionExpire, ActionGC, ActionURL, ActionUploadGrant, ActionUploadRenew, ActionUploadComplete, ActionUploadAbort}
 	seen := make(map[string]bool)
 	for _, n := range names {
 		if !strings.HasPrefix(n, "lake.") || strings.ContainsAny(n, " \t\n") {
@@ -59,6 +59,7 @@ func TestActionTable(t *testing.T) {
 		ActionUploadGrant:    {"UploadGrantRequest", "UploadGrant", false, true, false, ScopeWrite},
 		ActionUploadRenew:    {"UploadRenewRequest", "UploadUrls", false, true, false, ScopeWrite},
 		ActionUploadComplete: {"UploadCompleteRequest", "UploadedFile", false, true, false, ScopeWrite},
+		ActionUploadAbort:    {"UploadAbortRequest", "UploadAborted", false, true, false, ScopeWrite},
 	}
 	seen := map[string]bool{}
 	for _, a := range Actions() {

@@ -64,6 +64,7 @@ func TestActionScope(t *testing.T) {
 		wire.ActionURL:         wire.ScopeRead,
 		wire.ActionDelete:      wire.ScopeWrite,
 		wire.ActionUploadGrant: wire.ScopeWrite, wire.ActionUploadRenew: wire.ScopeWrite, wire.ActionUploadComplete: wire.ScopeWrite,
+		wire.ActionUploadAbort: wire.ScopeWrite,
 		wire.ActionCreateTable: wire.ScopeAdmin, wire.ActionExpire: wire.ScopeAdmin,
 		wire.ActionCompact: wire.ScopeAdmin, wire.ActionGC: wire.ScopeAdmin,
 	}
