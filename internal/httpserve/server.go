@@ -2,6 +2,7 @@ package httpserve
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,11 +25,16 @@ type Server struct {
 
 // Listen binds addr and serves first, then whatever SetHandler gives it,
 // until Close. It logs "http listening" with the bound address (addr may
-// pick a port: 127.0.0.1:0).
-func Listen(addr string, first http.Handler, logger *slog.Logger) (*Server, error) {
+// pick a port: 127.0.0.1:0). With tlsConfig it serves HTTPS only, as the
+// role's Flight listener does with the same certificate: bearer tokens
+// and session cookies never cross the network in the clear.
+func Listen(addr string, first http.Handler, tlsConfig *tls.Config, logger *slog.Logger) (*Server, error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http: listen on %s: %w", addr, err)
+	}
+	if tlsConfig != nil {
+		lis = tls.NewListener(lis, tlsConfig)
 	}
 	s := &Server{lis: lis, done: make(chan struct{})}
 	s.SetHandler(first)
@@ -43,7 +49,7 @@ func Listen(addr string, first http.Handler, logger *slog.Logger) (*Server, erro
 			logger.Error("http server stopped", "err", err)
 		}
 	}()
-	logger.Info("http listening", "http_addr", lis.Addr().String())
+	logger.Info("http listening", "http_addr", lis.Addr().String(), "tls", tlsConfig != nil)
 	return s, nil
 }
 

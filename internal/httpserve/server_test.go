@@ -2,10 +2,15 @@ package httpserve
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"testing"
+
+	"github.com/lakedata/lake/internal/auth/authtest"
 )
 
 func fetch(t *testing.T, url string) (int, string) {
@@ -27,7 +32,7 @@ func fetch(t *testing.T, url string) (int, string) {
 func TestServerStartsThenSwaps(t *testing.T) {
 	starting := http.NewServeMux()
 	Endpoints{Ready: []Check{Starting}}.Register(starting)
-	s, err := Listen("127.0.0.1:0", starting, slog.New(slog.DiscardHandler))
+	s, err := Listen("127.0.0.1:0", starting, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,5 +54,43 @@ func TestServerStartsThenSwaps(t *testing.T) {
 	}
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Error("still answering after Close")
+	}
+}
+
+// TestServerServesTLS: with a certificate the listener answers HTTPS and
+// nothing in the clear, so tokens and cookies never cross unencrypted.
+func TestServerServesTLS(t *testing.T) {
+	certFile, keyFile := authtest.SelfSigned(t)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	Endpoints{}.Register(mux)
+	s, err := Listen("127.0.0.1:0", mux, &tls.Config{Certificates: []tls.Certificate{cert}}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	pem, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := c.Get("https://" + s.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz over TLS: %d", resp.StatusCode)
+	}
+	if resp, err := http.Get("http://" + s.Addr().String() + "/healthz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("the TLS listener answered plain HTTP")
+		}
 	}
 }

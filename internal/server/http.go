@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"syscall"
@@ -29,7 +31,15 @@ func (s *Server) openHTTP(cfg Config, tokens []auth.Token) error {
 		Gatherers: prometheus.Gatherers{s.runtime}, Ready: []httpserve.Check{httpserve.Starting},
 		Tokens: tokens, OpenMetrics: cfg.HTTPOpenMetrics,
 	}.Register(starting)
-	h, err := httpserve.Listen(cfg.HTTPListen, starting, s.log)
+	var tlsConfig *tls.Config
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return fmt.Errorf("http: load --tls-cert and --tls-key: %w", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	h, err := httpserve.Listen(cfg.HTTPListen, starting, tlsConfig, s.log)
 	if err != nil && cfg.HTTPBestEffort && errors.Is(err, syscall.EADDRINUSE) {
 		s.log.Warn("the default HTTP address is taken; running without /metrics, /healthz and /readyz (give --http-listen)", "http_addr", cfg.HTTPListen)
 		return nil
