@@ -46,7 +46,7 @@ type Config struct {
 type Console struct {
 	cfg      Config
 	log      *slog.Logger
-	tokens   *tokenSet
+	tokens   *auth.TokenSet
 	sessions *sessionStore
 	pages    pages
 	mux      *http.ServeMux
@@ -65,7 +65,7 @@ func New(cfg Config) (*Console, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Console{cfg: cfg, log: logger, tokens: newTokenSet(cfg.Tokens), sessions: newSessionStore(maxSessions), pages: pg}
+	c := &Console{cfg: cfg, log: logger, tokens: auth.NewTokenSet(cfg.Tokens), sessions: newSessionStore(maxSessions), pages: pg}
 	c.routes()
 	return c, nil
 }

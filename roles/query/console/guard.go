@@ -32,7 +32,7 @@ func (c *Console) currentSession(w http.ResponseWriter, r *http.Request) (*sessi
 			return s, true
 		}
 	}
-	if !c.tokens.open() {
+	if !c.tokens.Open() {
 		return nil, false
 	}
 	id := c.sessions.create(wire.ScopeAdmin, now)

@@ -60,7 +60,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	v := view{Title: titleOf(name, data), Page: data}
 	if s := sessionOf(r); s != nil {
 		v.CSRF = s.csrf
-		v.SignedIn = !c.tokens.open()
+		v.SignedIn = !c.tokens.Open()
 	}
 	var buf bytes.Buffer
 	if err := c.pages[name].ExecuteTemplate(&buf, "layout.html", v); err != nil {

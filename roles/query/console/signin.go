@@ -9,7 +9,7 @@ import (
 // signInPage shows the sign-in form; an open lake has nothing to sign in
 // with and goes straight to the tables.
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
-	if c.tokens.open() {
+	if c.tokens.Open() {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
@@ -27,12 +27,12 @@ type signInData struct {
 // echoed or kept: the session holds its scope only.
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	next := localPath(r.PostFormValue("next"))
-	if c.tokens.open() {
+	if c.tokens.Open() {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
 	tok := strings.TrimSpace(r.PostFormValue("token"))
-	scope, ok := c.tokens.match(tok)
+	scope, ok := c.tokens.Match(tok)
 	if tok == "" || !ok {
 		c.log.Info("console sign-in refused", "remote", r.RemoteAddr)
 		c.render(w, r, http.StatusUnauthorized, "signin", signInData{Next: next, Error: "That token is not valid for this lake. Check it and try again."})
