@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -468,4 +469,33 @@ func (cp *Checkpoint) CheckBinding(b Binding) error {
 		return fmt.Errorf("%w: %s", ErrBindingMismatch, strings.Join(diffs, "; "))
 	}
 	return nil
+}
+
+// OpenSource opens the file at path by its canonical name (absolute,
+// symbolic links resolved, so one file has one identity however it is
+// named) and returns it with its identity as a checkpoint records it. It
+// must be a regular file. The identity comes from the open file, so it
+// is the file that will be read.
+func OpenSource(path string) (*os.File, Source, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, Source{}, err
+	}
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
+		return nil, Source{}, err
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return nil, Source{}, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, Source{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, Source{}, fmt.Errorf("%s is not a regular file", abs)
+	}
+	return f, Source{Path: abs, Size: fi.Size(), ModTime: fi.ModTime().UTC()}, nil
 }

@@ -41,7 +41,7 @@ const (
 
 	// publishAttempts bounds retries when a concurrent Delete removes the
 	// directory a writer has just created.
-	publishAttempts = 4
+	publishAttempts = 8
 )
 
 var (
@@ -383,7 +383,10 @@ func (s *Store) publish(key string, place func() error) error {
 		// was known of it is stale; of an ancestor that was recreated, its
 		// identity tells.
 		s.durable.forget(dir)
-		if err = s.root.MkdirAll(dir, dirPerm); err == nil {
+		// ErrExist: another put made the directory while this MkdirAll
+		// ran and a Delete removed it again before MkdirAll looked;
+		// whatever it is now, place tells.
+		if err = s.root.MkdirAll(dir, dirPerm); err == nil || errors.Is(err, fs.ErrExist) {
 			err = place()
 		}
 	}

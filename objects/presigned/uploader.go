@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/lakedata/lake/objects"
@@ -117,7 +116,7 @@ var ErrNotGranted = errors.New("the service granted no upload")
 // the checkpoint, since nothing is pending. The checkpoint stays after a
 // completed upload, for the caller to add its commit and remove.
 func (u *Uploader) PutFile(ctx context.Context, path string, sess *checkpoint.Session, o Options) (Result, error) {
-	f, src, err := openSource(path)
+	f, src, err := checkpoint.OpenSource(path)
 	if err != nil {
 		return Result{}, fmt.Errorf("presigned: put %s: %w", path, err)
 	}
@@ -182,32 +181,6 @@ func (u *Uploader) PutReader(ctx context.Context, r io.Reader, o Options) (Resul
 		return Result{}, err
 	}
 	return up.fresh(ctx)
-}
-
-// openSource opens the file at path and returns its identity as a
-// checkpoint records it.
-func openSource(path string) (*os.File, checkpoint.Source, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, checkpoint.Source{}, err
-	}
-	if abs, err = filepath.EvalSymlinks(abs); err != nil {
-		return nil, checkpoint.Source{}, err
-	}
-	f, err := os.Open(abs)
-	if err != nil {
-		return nil, checkpoint.Source{}, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, checkpoint.Source{}, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, checkpoint.Source{}, errors.New("not a regular file")
-	}
-	return f, checkpoint.Source{Path: abs, Size: fi.Size(), ModTime: fi.ModTime().UTC()}, nil
 }
 
 // statSource is the file's identity now, to tell whether it changed while

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -80,7 +79,7 @@ func (s *Store) putResumable(ctx context.Context, k, path string, sess *checkpoi
 	if err := ctx.Err(); err != nil {
 		return objects.Info{}, err
 	}
-	f, src, err := openSource(path)
+	f, src, err := checkpoint.OpenSource(path)
 	if err != nil {
 		return objects.Info{}, err
 	}
@@ -123,32 +122,6 @@ func (s *Store) putResumable(ctx context.Context, k, path string, sess *checkpoi
 // bindingPrefix is the stage prefix as a checkpoint binding records it:
 // without the trailing slash.
 func (s *Store) bindingPrefix() string { return strings.TrimSuffix(s.prefix, "/") }
-
-// openSource opens the file at path by its canonical name and returns its
-// identity.
-func openSource(path string) (*os.File, checkpoint.Source, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, checkpoint.Source{}, err
-	}
-	if abs, err = filepath.EvalSymlinks(abs); err != nil {
-		return nil, checkpoint.Source{}, err
-	}
-	f, err := os.Open(abs)
-	if err != nil {
-		return nil, checkpoint.Source{}, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, checkpoint.Source{}, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, checkpoint.Source{}, fmt.Errorf("%s is not a regular file", abs)
-	}
-	return f, checkpoint.Source{Path: abs, Size: fi.Size(), ModTime: fi.ModTime().UTC()}, nil
-}
 
 // startResumable hashes the file, creates the multipart upload and saves
 // the first checkpoint, before any part is sent.
