@@ -76,7 +76,7 @@ func printUploads(w io.Writer, entries []checkpoint.Entry, now time.Time) error 
 		if cp.Kind == checkpoint.KindSingle {
 			done = 1 // uploaded in one request
 		} else {
-			total = (cp.Source.Size + cp.PartSize - 1) / cp.PartSize
+			total = max(1, (cp.Source.Size+cp.PartSize-1)/cp.PartSize) // an empty file is one empty part
 		}
 		state := "interrupted: run the same lake put to resume"
 		switch {
