@@ -42,15 +42,18 @@ older versions (time travel) until those expire; the objects they point to
 stay in the stage until garbage collection finds nothing that needs them.
 
 --key K deletes every row whose FILE value has key K; repeat it for more.
-A key that no row of the current version has fails the whole delete, and
-nothing changes.
+Uploads of the same content share one object (dedup), so several rows may
+have one key: all of them go. A key that no row of the current version has
+fails the whole delete, and nothing changes.
 
 --where PRED deletes the rows for which PRED, one SQL boolean expression
 over the table's columns, holds: the keys are read with a read-only query
 at the table's current version V, then deleted only if the table is still
 at V, so rows appended meanwhile are never deleted by surprise (the delete
 fails instead; run it again). PRED must be a single expression: no second
-statement, no comment, and only what lake SQL allows.` + endpointHelp,
+statement, no comment, and only what lake SQL allows. If rows that PRED does
+not select share a key with rows it does, the delete is refused rather than
+take them too.` + endpointHelp,
 		Example: `  lake rm --table clips --key objects/2026/12/01/0193…-bad.mp4
   lake rm --table clips --where "name LIKE 'test-%'"
   lake rm --table clips --where "file.size = 0" --json`,

@@ -41,7 +41,14 @@ func Listen(addr string, first http.Handler, tlsConfig *tls.Config, logger *slog
 	s.srv = &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) }),
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// An idle keep-alive connection goes after two minutes, so idle
+		// clients cannot pile up connections. No read or write timeout for
+		// the whole request: a read deadline would cancel a video's
+		// request context mid-stream, and the stream may take long. A
+		// handler that reads a body bounds its own read (the console's
+		// forms do).
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	go func() {
 		defer close(s.done)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"testing"
 
@@ -91,6 +92,25 @@ func TestServerServesTLS(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
 			t.Fatal("the TLS listener answered plain HTTP")
+		}
+	}
+}
+
+// TestTrustedHostsRefusesNames: without tokens only requests addressed to
+// an IP literal or localhost are answered; a DNS name (a rebinding page's
+// own) gets 421 and not the page.
+func TestTrustedHostsRefusesNames(t *testing.T) {
+	h := TrustedHosts(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "data") }))
+	for host, ok := range map[string]bool{
+		"127.0.0.1:8080": true, "localhost:8080": true, "LOCALHOST": true, "[::1]:8080": true, "10.0.0.5": true,
+		"evil.example:8080": false, "127.0.0.1.nip.io:8080": false, "": false,
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Host = host
+		h.ServeHTTP(rec, req)
+		if got := rec.Code == http.StatusOK && rec.Body.String() == "data"; got != ok {
+			t.Errorf("Host %q: status %d, body %q; want answered %v", host, rec.Code, rec.Body.String(), ok)
 		}
 	}
 }

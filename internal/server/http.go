@@ -70,16 +70,24 @@ func (s *Server) serveHTTP(cfg Config, tokens []auth.Token) {
 		if err != nil {
 			s.log.Error("the web console is off", "err", err)
 		}
-		s.http.SetHandler(s.query.HTTPHandler(query.HTTPConfig{
+		s.http.SetHandler(guardOpen(tokens, s.query.HTTPHandler(query.HTTPConfig{
 			Gatherers: gatherers, Ready: ready, Tokens: tokens, OpenMetrics: cfg.HTTPOpenMetrics, Console: con,
-		}))
+		})))
 		return
 	}
 	// The metadata role's mux: the Iceberg REST catalog (DESIGN §13)
 	// mounts here beside the operational endpoints.
 	mux := http.NewServeMux()
 	httpserve.Endpoints{Gatherers: gatherers, Ready: ready, Tokens: tokens, OpenMetrics: cfg.HTTPOpenMetrics}.Register(mux)
-	s.http.SetHandler(mux)
+	s.http.SetHandler(guardOpen(tokens, mux))
+}
+
+// guardOpen puts a role without tokens behind httpserve.TrustedHosts.
+func guardOpen(tokens []auth.Token, h http.Handler) http.Handler {
+	if len(tokens) == 0 {
+		return httpserve.TrustedHosts(h)
+	}
+	return h
 }
 
 // HTTPAddr is the bound address of the HTTP listener; nil without one.

@@ -157,12 +157,24 @@ func (up *upload) withSums(req *lakepb.UploadGrantRequest, sums [][32]byte, whol
 }
 
 // dedup ends an upload the service answered with an object it holds. A
-// granted checkpoint of this file is stale then, and removed.
+// granted checkpoint of this file is stale then. One that holds a commit
+// id (its append may have committed before a crash) becomes the record of
+// the answered object with that id, in one atomic save, so the id is
+// never lost between here and the append; one without is removed.
 func (up *upload) dedup(ex *lakepb.UploadedFile) (Result, error) {
 	if up.sess != nil {
 		cp, err := up.sess.Load()
 		if err == nil && cp.Kind == checkpoint.KindGranted {
-			if err := up.sess.Remove(); err != nil {
+			if cp.CommitID != "" && cp.Table != "" {
+				err = up.sess.Save(&checkpoint.Checkpoint{
+					Version: checkpoint.Version, Kind: checkpoint.KindSingle, Source: up.src,
+					Binding: checkpoint.Binding{Key: ex.GetKey()}, SHA256: ex.GetSha256(), ContentType: ex.GetContentType(),
+					Completed: true, ETag: ex.GetEtag(), CommitID: cp.CommitID, Table: cp.Table,
+				})
+			} else {
+				err = up.sess.Remove()
+			}
+			if err != nil {
 				return Result{}, fmt.Errorf("presigned: %w", err)
 			}
 		}

@@ -455,3 +455,64 @@ func TestHashFirstThenUpload(t *testing.T) {
 		t.Errorf("%d grants and %d renewals, want 2 (hash_first, then with sums) and 1 (parts 3 and 4 together)", g, r)
 	}
 }
+
+// TestDedupKeepsTheCommitID: an interrupted upload whose checkpoint holds
+// a commit id, resumed after its multipart upload went (gc swept it) and
+// answered with an object the stage already holds, keeps that commit id
+// in its checkpoint — now the record of the answered object — so a crash
+// before the append cannot make the next run commit under a new id.
+func TestDedupKeepsTheCommitID(t *testing.T) {
+	st := newStage(t)
+	up := presigned.New(st.g, nil)
+	path, data := randomFile(t, 3*partSize+5, 11)
+	dir := t.TempDir()
+	sess := openSession(t, dir)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	o := st.options("data.bin")
+	o.Concurrency = 1
+	o.Progress = func(p objects.Progress) {
+		if p.Done >= partSize {
+			cancel()
+		}
+	}
+	if _, err := up.PutFile(ctx, path, sess, o); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled upload: %v, want context.Canceled", err)
+	}
+	cp, err := sess.Load()
+	if err != nil || cp.Kind != checkpoint.KindGranted {
+		t.Fatalf("checkpoint of the cancelled upload: %+v, %v", cp, err)
+	}
+	const commitID = "0195a1b2-c3d4-7e5f-8a9b-0c1d2e3f0001"
+	cp.CommitID, cp.Table = commitID, o.Table // as the client records it before its append
+	if err := sess.Save(cp); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := presigned.GrantedKey(cp.Binding)
+	if err := st.s.AbortGrant(t.Context(), key, cp.Binding.UploadID); err != nil {
+		t.Fatal(err)
+	}
+	// The same content, put by someone else meanwhile.
+	other := filepath.Join(t.TempDir(), "copy.bin")
+	if err := os.WriteFile(other, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first, err := up.PutFile(t.Context(), other, nil, st.options("copy.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	o.Progress = nil
+	res, err := up.PutFile(t.Context(), path, sess, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Deduplicated || res.File.GetKey() != first.File.GetKey() {
+		t.Fatalf("the resumed upload: %+v, want the other put's object", res)
+	}
+	cp, err = sess.Load()
+	if err != nil || cp.Kind != checkpoint.KindSingle || cp.CommitID != commitID || cp.Binding.Key != first.File.GetKey() || cp.SHA256 != hexSum(data) {
+		t.Fatalf("checkpoint after the deduplicated resume: %+v, %v; want a single record of %s with commit id %s", cp, err, first.File.GetKey(), commitID)
+	}
+	noSecrets(t, sess)
+}

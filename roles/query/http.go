@@ -56,7 +56,7 @@ func (s *Service) HTTPHandler(c HTTPConfig) http.Handler {
 // HTTPConfig.Console: its SQL takes the node's own statement path (run:
 // the allow-list guard, time travel), its catalog questions and object
 // checks go to meta, and local objects are read through a store of the
-// stage opened here, which lives as long as the process's listener.
+// stage opened here, which Close closes. Call it once.
 func (s *Service) Console(ctx context.Context, tokens []auth.Token) (http.Handler, error) {
 	if s.cfg.OpenStage == nil {
 		return nil, fmt.Errorf("query: console: this build cannot open the stage %s", s.stage.GetRootUri())
@@ -70,6 +70,7 @@ func (s *Service) Console(ctx context.Context, tokens []auth.Token) (http.Handle
 		store.Close()
 		return nil, err
 	}
+	s.consoleStage = store
 	return c, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/lakedata/lake/internal/flightrpc"
+	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/objects/layout"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
@@ -33,6 +34,9 @@ type Service struct {
 	relay   relay // the append relay's memory budget and schema cache (relay_guard.go)
 	metrics *metrics
 	ready   readyCache // whether meta answers, for /readyz (http.go)
+	// consoleStage is the stage store the web console reads local
+	// objects through (http.go), closed with the service.
+	consoleStage objects.Store
 
 	lis  net.Listener
 	grpc *grpc.Server
@@ -172,6 +176,9 @@ func (s *Service) Close(ctx context.Context) error {
 	var errs []error
 	if s.eng != nil {
 		errs = append(errs, s.eng.close())
+	}
+	if s.consoleStage != nil {
+		errs = append(errs, s.consoleStage.Close())
 	}
 	errs = append(errs, s.meta.Close())
 	return errors.Join(errs...)

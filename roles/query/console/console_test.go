@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lakedata/lake/internal/auth"
 	"github.com/lakedata/lake/wire"
@@ -334,7 +336,7 @@ func TestOpenLakeNeedsNoSignIn(t *testing.T) {
 func TestLocalPath(t *testing.T) {
 	for in, want := range map[string]string{
 		"/tables/x?page=2": "/tables/x?page=2", "": "/", "//evil.example/": "/", "https://evil.example": "/",
-		"/\\evil.example": "/", "tables": "/",
+		"/\\evil.example": "/", "tables": "/", "/\t/evil.example": "/", "/\n/evil.example": "/", "/\x7f": "/",
 	} {
 		if got := localPath(in); got != want {
 			t.Errorf("localPath(%q) = %q, want %q", in, got, want)
@@ -391,5 +393,30 @@ func TestSignOutEndsTheSession(t *testing.T) {
 	r.c.Jar.SetCookies(u, old)
 	if resp, _ := r.get("/"); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("the signed-out session still opens the tables: %d", resp.StatusCode)
+	}
+}
+
+// TestSessionsPerTokenAreBounded: one token signing in again and again
+// loses its own oldest sessions, never another token's.
+func TestSessionsPerTokenAreBounded(t *testing.T) {
+	s := newSessionStore(maxSessions)
+	now := time.Now()
+	other := s.create(sha256.Sum256([]byte("other")), wire.ScopeAdmin, now)
+	flooder := sha256.Sum256([]byte("flooder"))
+	var first string
+	for i := range 3 * maxSessionsPerToken {
+		id := s.create(flooder, wire.ScopeRead, now.Add(time.Duration(i)*time.Millisecond))
+		if i == 0 {
+			first = id
+		}
+	}
+	if n := s.count(flooder, now); n != maxSessionsPerToken {
+		t.Errorf("the flooding token holds %d sessions, want %d", n, maxSessionsPerToken)
+	}
+	if _, ok := s.get(first, now); ok {
+		t.Error("the flooding token's oldest session survived")
+	}
+	if _, ok := s.get(other, now); !ok {
+		t.Error("another token's session was pushed out")
 	}
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
 	"net/url"
@@ -35,7 +36,7 @@ func (c *Console) currentSession(w http.ResponseWriter, r *http.Request) (*sessi
 	if !c.tokens.Open() {
 		return nil, false
 	}
-	id := c.sessions.create(wire.ScopeAdmin, now)
+	id := c.sessions.create([sha256.Size]byte{}, wire.ScopeAdmin, now)
 	http.SetCookie(w, sessionCookie(r, id, int(sessionLifetime/time.Second)))
 	s, _ := c.sessions.get(id, now)
 	return s, true
@@ -84,9 +85,15 @@ func (c *Console) sameOrigin(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		// A form trickled in byte by byte must not hold the connection:
+		// the body has a minute to arrive.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(formReadTimeout))
 		next(w, r)
 	}
 }
+
+// formReadTimeout is how long a POSTed form may take to arrive.
+const formReadTimeout = time.Minute
 
 func fromOwnOrigin(r *http.Request) bool {
 	scheme := "http"

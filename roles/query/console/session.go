@@ -19,11 +19,16 @@ const (
 	// maxSessions bounds the store; an open lake makes a session per
 	// visitor, so a flood of visitors must not grow it without end.
 	maxSessions = 10000
+	// maxSessionsPerToken bounds the sessions of one token: signing in
+	// costs nothing, so without it one token's holder could fill the store
+	// and push everyone else's sessions out.
+	maxSessionsPerToken = 64
 )
 
 // session is what a session id stands for. It holds the token's scope,
 // never the token.
 type session struct {
+	owner   [sha256.Size]byte // the SHA-256 of the token signed in with; zero on an open lake
 	scope   wire.Scope
 	csrf    string // the token every form of the session carries
 	expires time.Time
@@ -48,21 +53,38 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// create starts a session of scope and returns its id.
-func (s *sessionStore) create(scope wire.Scope, now time.Time) string {
+// create starts a session of scope for the token whose SHA-256 is owner
+// and returns its id. A token past maxSessionsPerToken loses its own
+// oldest session, so other tokens' sessions stay.
+func (s *sessionStore) create(owner [sha256.Size]byte, scope wire.Scope, now time.Time) string {
 	id := randomToken()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.byID) >= s.max {
-		s.evict(now)
+	if s.count(owner, now) >= maxSessionsPerToken {
+		s.evict(now, &owner)
 	}
-	s.byID[sha256.Sum256([]byte(id))] = &session{scope: scope, csrf: randomToken(), expires: now.Add(sessionLifetime)}
+	if len(s.byID) >= s.max {
+		s.evict(now, nil)
+	}
+	s.byID[sha256.Sum256([]byte(id))] = &session{owner: owner, scope: scope, csrf: randomToken(), expires: now.Add(sessionLifetime)}
 	return id
 }
 
-// evict drops expired sessions, and when none had expired the one that
-// expires first. Called with mu held.
-func (s *sessionStore) evict(now time.Time) {
+// count is how many live sessions owner has. Called with mu held.
+func (s *sessionStore) count(owner [sha256.Size]byte, now time.Time) int {
+	n := 0
+	for _, v := range s.byID {
+		if v.owner == owner && !now.After(v.expires) {
+			n++
+		}
+	}
+	return n
+}
+
+// evict drops expired sessions, and when that made no room the one that
+// expires first — of owner's sessions when owner is set, else of all.
+// Called with mu held.
+func (s *sessionStore) evict(now time.Time, owner *[sha256.Size]byte) {
 	var oldest [sha256.Size]byte
 	var oldestAt time.Time
 	for k, v := range s.byID {
@@ -70,11 +92,18 @@ func (s *sessionStore) evict(now time.Time) {
 			delete(s.byID, k)
 			continue
 		}
+		if owner != nil && v.owner != *owner {
+			continue
+		}
 		if oldestAt.IsZero() || v.expires.Before(oldestAt) {
 			oldest, oldestAt = k, v.expires
 		}
 	}
-	if len(s.byID) >= s.max {
+	full := len(s.byID) >= s.max
+	if owner != nil {
+		full = s.count(*owner, now) >= maxSessionsPerToken
+	}
+	if full && !oldestAt.IsZero() {
 		delete(s.byID, oldest)
 	}
 }

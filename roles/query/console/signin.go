@@ -1,6 +1,7 @@
 package console
 
 import (
+	"crypto/sha256"
 	"net/http"
 	"strings"
 	"time"
@@ -43,7 +44,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(cookieName); err == nil {
 		c.sessions.remove(ck.Value)
 	}
-	id := c.sessions.create(scope, time.Now())
+	id := c.sessions.create(sha256.Sum256([]byte(tok)), scope, time.Now())
 	http.SetCookie(w, sessionCookie(r, id, int(sessionLifetime/time.Second)))
 	c.log.Info("console sign-in", "scope", scope.String(), "remote", r.RemoteAddr)
 	http.Redirect(w, r, next, http.StatusSeeOther)
@@ -61,8 +62,16 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 // localPath keeps a "next" address on the console: a path of its own
 // ("/tables/x"), never another host ("//evil", "https://…", "/\evil").
 func localPath(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n") {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsRune(p, '\\') {
 		return "/"
+	}
+	// Browsers drop tabs and newlines from a Location before they read
+	// it, so "/\t/evil.example" would leave for another host: no control
+	// character at all.
+	for _, c := range p {
+		if c < 0x20 || c == 0x7f {
+			return "/"
+		}
 	}
 	return p
 }
