@@ -66,6 +66,13 @@ func newPutCommand(g *globalOptions) *cobra.Command {
 		Long: `Upload each file straight to the managed stage, then add one row for it to
 the table.
 
+On an S3 stage the metadata service grants each upload: it picks the key
+and signs the part URLs, and this command needs no AWS credentials, only
+a token with the write scope. Content the stage already holds (in any
+table) is not sent again: the row points at the existing object
+(--no-dedup sends it anyway). An interrupted put of a large file resumes
+when run again, sending only the parts the stage lacks.
+
 One file is one table version. Many files (several PATHs, or directories
 with -r) upload --jobs at a time and commit in batches, one table version
 per batch: a batch is sent when it holds --batch-rows rows or its first
