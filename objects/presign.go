@@ -22,8 +22,8 @@ type Presigner interface {
 }
 
 // Granter is the optional power of a stage to let someone without its
-// credentials upload one object through presigned URLs, part by part
-// (upload grants, DESIGN §12). The service that holds the credentials
+// credentials upload one object through presigned URLs, part by part, or
+// for a file of one part in one PUT (upload grants, DESIGN §12). The service that holds the credentials
 // starts the upload, signs a URL per part bound to that part's number and
 // SHA-256, checks the parts the stage holds and completes the upload;
 // the uploader only PUTs bytes. Find it with a type assertion on the
@@ -53,6 +53,22 @@ type Granter interface {
 	CompleteGrant(ctx context.Context, key, uploadID string, parts []GrantPart) (Info, error)
 	// AbortGrant drops the upload and its parts.
 	AbortGrant(ctx context.Context, key, uploadID string) error
+
+	// PresignPutObject returns a URL that publishes a whole object of at
+	// most GrantPartSize bytes at key with one HTTP PUT (a single-PUT
+	// grant), and the headers that PUT must carry. The signed headers bind
+	// sha256 (lowercase hex) as the request's checksum, so the stage
+	// refuses a body with another SHA-256, and as the object's recorded
+	// SHA-256 (what StatGranted answers); they bind the content type, and
+	// put-if-absent: the stage refuses the PUT once anything is at key, so
+	// the key is written once. It makes no request.
+	PresignPutObject(ctx context.Context, key, sha256, contentType string, expires time.Duration) (url string, headers map[string]string, err error)
+	// StatGranted is Stat of the object at key with Info.SHA256 set to
+	// the SHA-256 the stage recorded for it (its own full-object checksum
+	// when it keeps one, else the x-amz-meta-sha256 metadata the lake's
+	// writers and PresignPutObject set), "" when it recorded none. A
+	// missing object is ErrNotFound.
+	StatGranted(ctx context.Context, key string) (Info, error)
 }
 
 // GrantPart is one uploaded part of a granted upload.

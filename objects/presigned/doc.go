@@ -9,7 +9,9 @@
 //
 // A file of one part is hashed first: its grant carries the whole sum and
 // the part digest, so the leader can answer an object it already holds
-// (dedup) before a byte is sent. A larger file asks for a grant without
+// (dedup) before a byte is sent. The leader then grants it a single PUT
+// (one URL, number 0, no upload id): the file goes in one PutObject and
+// is completed with no upload id, with no checkpoint of its own. A larger file asks for a grant without
 // a sum and uploads while it hashes: one reader reads the parts in order
 // and feeds the whole file's SHA-256, workers hash and PUT their part;
 // only when the leader says it holds an object of that size (hash_first)

@@ -80,6 +80,8 @@ func (up *upload) partLen(n int32) int64 {
 
 // fresh grants a new upload and sends the whole file: hashed first when
 // it is one part or the service asks for it, else hashed as it uploads.
+// A file of one part is read into memory once, hashed there and, when the
+// service grants a single PUT, sent from there.
 func (up *upload) fresh(ctx context.Context) (Result, error) {
 	req := &lakepb.UploadGrantRequest{
 		Table: up.o.Table, FileName: up.o.FileName, Size: up.size, ContentType: up.o.ContentType,
@@ -95,10 +97,15 @@ func (up *upload) fresh(ctx context.Context) (Result, error) {
 		up.withSums(req, sums, whole)
 		return nil
 	}
+	var one []byte // a one-part file's bytes
 	if up.count == 1 {
-		if err := hash(); err != nil {
+		var err error
+		if one, err = up.readOne(); err != nil {
 			return Result{}, err
 		}
+		raw := sha256.Sum256(one)
+		sums, whole = [][32]byte{raw}, hex.EncodeToString(raw[:])
+		up.withSums(req, sums, whole)
 	}
 	g, err := up.u.act.Grant(ctx, req)
 	// A service that holds an object of this size wants the sums first;
@@ -116,11 +123,14 @@ func (up *upload) fresh(ctx context.Context) (Result, error) {
 	if ex := g.GetExisting(); ex != nil {
 		return up.dedup(ex)
 	}
-	if g.GetKey() == "" || g.GetUploadId() == "" || g.GetHashFirst() {
-		return Result{}, fmt.Errorf("presigned: %s: %w", up.o.FileName, ErrNotGranted)
-	}
 	if ps := g.GetPartSize(); ps != 0 && ps != up.o.PartSize {
 		return Result{}, fmt.Errorf("presigned: the grant cuts parts of %d bytes, the stage said %d", ps, up.o.PartSize)
+	}
+	if g.GetKey() != "" && g.GetUploadId() == "" && !g.GetHashFirst() && one != nil && isSinglePut(g) {
+		return up.single(ctx, g, one, whole)
+	}
+	if g.GetKey() == "" || g.GetUploadId() == "" || g.GetHashFirst() {
+		return Result{}, fmt.Errorf("presigned: %s: %w", up.o.FileName, ErrNotGranted)
 	}
 	up.key, up.id = g.GetKey(), g.GetUploadId()
 	urls := newURLCache(up, sums)
@@ -146,6 +156,63 @@ func (up *upload) fresh(ctx context.Context) (Result, error) {
 	return up.send(ctx, urls, whole, nil)
 }
 
+// readOne reads the whole of a file of one part.
+func (up *upload) readOne() ([]byte, error) {
+	data := make([]byte, up.size)
+	if got, err := up.r.ReadAt(data, 0); got != len(data) {
+		if err == nil || errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("presigned: %s: %w: it ended early", up.o.FileName, checkpoint.ErrSourceChanged)
+		}
+		return nil, fmt.Errorf("presigned: read %s: %w", up.o.FileName, err)
+	}
+	return data, nil
+}
+
+// isSinglePut tells a single-PUT grant: no upload id and one URL, of
+// number 0, for the whole file.
+func isSinglePut(g *lakepb.UploadGrant) bool {
+	return g.GetUploadId() == "" && len(g.GetUrls()) == 1 && g.GetUrls()[0].GetNumber() == 0
+}
+
+// single sends a file of one part, data, whose SHA-256 is whole, with
+// the one PUT a single-PUT grant signed, and completes it with no upload
+// id. It writes no checkpoint (one of kind checkpoint.KindGranted binds
+// an upload id, and there is none): interrupted before its completion,
+// the next run asks a fresh grant, and an object that landed at this key
+// is an orphan for gc. A granted checkpoint of the file left from before
+// is settled once the object is complete, as a dedup answer settles it.
+func (up *upload) single(ctx context.Context, g *lakepb.UploadGrant, data []byte, whole string) (Result, error) {
+	up.key, up.id = g.GetKey(), ""
+	urls := newURLCache(up, nil)
+	urls.add(g.GetUrls(), g.GetExpiresAtUnixMicros(), []*lakepb.UploadPart{{Number: 0, Sha256: whole}})
+	if _, err := up.putPart(ctx, urls, 0, data, whole); err != nil {
+		return Result{}, fmt.Errorf("presigned: upload %s: %w", up.o.FileName, err)
+	}
+	up.sent.Add(int64(len(data)))
+	up.step(StepPartUploaded)
+	if up.path != "" {
+		now, err := statSource(up.path)
+		if err != nil {
+			return Result{}, fmt.Errorf("presigned: upload %s: %w", up.path, err)
+		}
+		if err := (&checkpoint.Checkpoint{Source: up.src}).CheckSource(now); err != nil {
+			return Result{}, fmt.Errorf("presigned: upload %s: %w while it was read", up.path, err)
+		}
+	}
+	size := up.size
+	f, err := up.u.act.Complete(ctx, &lakepb.UploadCompleteRequest{
+		Table: up.o.Table, Key: up.key, Size: &size, Sha256: whole, ContentType: up.o.ContentType,
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("presigned: complete the upload of %s at %s: %w", up.o.FileName, up.key, err)
+	}
+	if err := up.settle(f); err != nil {
+		return Result{}, err
+	}
+	up.progress(up.size)
+	return Result{File: f, BytesSent: up.sent.Load()}, nil
+}
+
 // withSums puts what a grant needs for a dedup match into req: the whole
 // sum, the part digest, and the sums of the first parts for URLs.
 func (up *upload) withSums(req *lakepb.UploadGrantRequest, sums [][32]byte, whole string) {
@@ -162,6 +229,16 @@ func (up *upload) withSums(req *lakepb.UploadGrantRequest, sums [][32]byte, whol
 // the answered object with that id, in one atomic save, so the id is
 // never lost between here and the append; one without is removed.
 func (up *upload) dedup(ex *lakepb.UploadedFile) (Result, error) {
+	if err := up.settle(ex); err != nil {
+		return Result{}, err
+	}
+	up.progress(up.size)
+	return Result{File: ex, Deduplicated: true}, nil
+}
+
+// settle ends a granted checkpoint of this file that f, an object the
+// service answered without it, makes stale (see dedup).
+func (up *upload) settle(ex *lakepb.UploadedFile) error {
 	if up.sess != nil {
 		cp, err := up.sess.Load()
 		if err == nil && cp.Kind == checkpoint.KindGranted {
@@ -175,12 +252,11 @@ func (up *upload) dedup(ex *lakepb.UploadedFile) (Result, error) {
 				err = up.sess.Remove()
 			}
 			if err != nil {
-				return Result{}, fmt.Errorf("presigned: %w", err)
+				return fmt.Errorf("presigned: %w", err)
 			}
 		}
 	}
-	up.progress(up.size)
-	return Result{File: ex, Deduplicated: true}, nil
+	return nil
 }
 
 // resume continues the upload cp records: a completed one is completed

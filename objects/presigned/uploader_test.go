@@ -112,9 +112,10 @@ func openSession(t *testing.T, dir string) *checkpoint.Session {
 }
 
 // A file of three parts uploads with hashing overlapped (one grant
-// without a sum); one of one part and an empty one are hashed first. Run
-// again once the stage holds them, each is answered with the object
-// already there and sends nothing.
+// without a sum) and a granted checkpoint; one of one part and an empty
+// one are hashed first and sent in a single PUT, which leaves no
+// checkpoint. Run again once the stage holds them, each is answered with
+// the object already there and sends nothing.
 func TestUpload(t *testing.T) {
 	st := newStage(t)
 	up := presigned.New(st.g, nil)
@@ -140,18 +141,27 @@ func TestUpload(t *testing.T) {
 				t.Fatal(err)
 			}
 			parts := max(1, (tc.size+partSize-1)/partSize)
-			if steps[presigned.StepPartUploaded] != parts || steps[presigned.StepPartSaved] != parts || steps[presigned.StepCompleted] != 1 {
+			multipart := parts > 1
+			saved, completed := parts, 1
+			if !multipart {
+				saved, completed = 0, 0 // a single PUT has no checkpoint to save into
+			}
+			if steps[presigned.StepPartUploaded] != parts || steps[presigned.StepPartSaved] != saved || steps[presigned.StepCompleted] != completed {
 				t.Errorf("steps %v for %d parts", steps, parts)
 			}
 			st.check(t, res, data)
 			if res.Deduplicated || res.BytesSent != int64(tc.size) || last.Done != int64(tc.size) || last.Total != int64(tc.size) {
 				t.Fatalf("result %+v, last progress %+v; want %d bytes sent and done", res, last, tc.size)
 			}
-			cp, err := sess.Load()
-			if err != nil || cp.Kind != checkpoint.KindGranted || !cp.Completed || cp.SHA256 != hexSum(data) {
-				t.Fatalf("checkpoint after the upload: %+v, %v", cp, err)
+			if multipart {
+				cp, err := sess.Load()
+				if err != nil || cp.Kind != checkpoint.KindGranted || !cp.Completed || cp.SHA256 != hexSum(data) {
+					t.Fatalf("checkpoint after the upload: %+v, %v", cp, err)
+				}
+				noSecrets(t, sess)
+			} else if cp, err := sess.Load(); !errors.Is(err, checkpoint.ErrNoCheckpoint) {
+				t.Fatalf("a single PUT left a checkpoint: %+v, %v", cp, err)
 			}
-			noSecrets(t, sess)
 
 			before := st.g.grants.Load()
 			again, err := up.PutFile(t.Context(), path, nil, o)
@@ -515,4 +525,81 @@ func TestDedupKeepsTheCommitID(t *testing.T) {
 		t.Fatalf("checkpoint after the deduplicated resume: %+v, %v; want a single record of %s with commit id %s", cp, err, first.File.GetKey(), commitID)
 	}
 	noSecrets(t, sess)
+}
+
+// A file of one part goes in one PUT: a single-PUT grant, no multipart
+// upload started, no renewal, no listing; the object holds the bytes and
+// the completion answers its sum. A PUT whose answer is lost (the object
+// landed, the uploader saw a failure) is tried again, finds the key
+// written (412) and completes.
+func TestOnePartIsOnePut(t *testing.T) {
+	st := newStage(t)
+	path, data := randomFile(t, 64<<10, 21)
+	tr := &slowPuts{}
+	res, err := presigned.New(st.g, &http.Client{Transport: tr}).PutFile(t.Context(), path, openSession(t, t.TempDir()), st.options("small.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.check(t, res, data)
+	if tr.puts != 1 || st.g.singles.Load() != 1 || st.g.multiparts.Load() != 0 || st.g.renews.Load() != 0 || st.g.lists.Load() != 0 {
+		t.Errorf("%d PUTs, %d single-PUT and %d multipart grants, %d renewals, %d listings; want 1, 1, 0, 0, 0",
+			tr.puts, st.g.singles.Load(), st.g.multiparts.Load(), st.g.renews.Load(), st.g.lists.Load())
+	}
+	if res.BytesSent != int64(len(data)) || res.Deduplicated {
+		t.Errorf("result %+v, want every byte sent", res)
+	}
+	if left := pendingUploads(t, st); left != 0 {
+		t.Errorf("%d multipart uploads pending", left)
+	}
+
+	// The first PUT lands, its answer is lost: the retry meets 412.
+	path2, data2 := randomFile(t, 1000, 22)
+	lost := &lostAnswer{}
+	o := st.options("lost.bin")
+	o.NoDedup = true
+	res, err = presigned.New(st.g, &http.Client{Transport: lost}).PutFile(t.Context(), path2, nil, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.check(t, res, data2)
+	if lost.puts != 2 || lost.status[1] != http.StatusPreconditionFailed {
+		t.Errorf("%d PUTs answered %v, want 2: the lost one, then 412", lost.puts, lost.status)
+	}
+}
+
+// lostAnswer sends every PUT to S3 but turns the first one's answer into
+// a network failure, and records the status of each.
+type lostAnswer struct {
+	mu     sync.Mutex
+	puts   int
+	status []int
+}
+
+func (l *lostAnswer) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if req.Method != http.MethodPut || err != nil {
+		return resp, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.puts++
+	l.status = append(l.status, resp.StatusCode)
+	if l.puts == 1 {
+		resp.Body.Close()
+		return nil, errors.New("connection reset")
+	}
+	return resp, nil
+}
+
+// pendingUploads counts the multipart uploads the stage holds.
+func pendingUploads(t *testing.T, st *stage) int {
+	t.Helper()
+	n := 0
+	for _, err := range st.s.Leftovers(t.Context(), time.Now().Add(time.Hour)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	return n
 }

@@ -102,9 +102,13 @@ func (c *urlCache) get(ctx context.Context, n int32, sum string) (*lakepb.PartUr
 		parts = append(parts, &lakepb.UploadPart{Number: int32(m), Sha256: hex.EncodeToString(c.known[m-1][:])})
 	}
 	up := c.up
-	res, err := up.u.act.Renew(ctx, &lakepb.UploadRenewRequest{
+	req := &lakepb.UploadRenewRequest{
 		Table: up.o.Table, Key: up.key, UploadId: up.id, Parts: parts, ExpiresMicros: up.expires(),
-	})
+	}
+	if n == 0 {
+		req.ContentType = up.o.ContentType // a single PUT's URL binds it
+	}
+	res, err := up.u.act.Renew(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("presigned: renew the URL of part %d: %w", n, err)
 	}
@@ -124,7 +128,7 @@ func (c *urlCache) drop(n int32) {
 }
 
 // putPart PUTs part n's bytes to its URL with every signed header and
-// returns the part's ETag. Network failures and 5xx answers are tried
+// returns the part's ETag; part 0 is a single PUT of the whole file. Network failures and 5xx answers are tried
 // again (putAttempts in all); a 403 saying the URL expired is renewed
 // and tried again once. Errors never carry the URL.
 func (up *upload) putPart(ctx context.Context, urls *urlCache, n int32, data []byte, sum string) (string, error) {
@@ -142,6 +146,11 @@ func (up *upload) putPart(ctx context.Context, urls *urlCache, n int32, data []b
 			return etag, nil
 		case ctx.Err() != nil:
 			return "", context.Cause(ctx)
+		case err == nil && status == http.StatusPreconditionFailed && n == 0:
+			// A single PUT (put-if-absent) finds the key written: an
+			// earlier try of it landed, its answer lost. Completion checks
+			// that the object there is this file.
+			return "", nil
 		case err == nil && status == http.StatusForbidden && s3err.expired() && !renewed:
 			renewed = true
 			urls.drop(n)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/wire"
@@ -96,13 +97,7 @@ func (s *Store) PresignPart(ctx context.Context, key, uploadID string, number in
 	if err != nil {
 		return "", nil, fail(ctx, "presign part", key, err)
 	}
-	headers := make(map[string]string)
-	for name, v := range req.SignedHeader {
-		if len(v) > 0 && !strings.EqualFold(name, "host") {
-			headers[name] = v[0]
-		}
-	}
-	return req.URL, headers, nil
+	return req.URL, signedHeaders(req.SignedHeader), nil
 }
 
 // GrantParts lists the parts S3 holds for the upload.
@@ -168,4 +163,93 @@ func (s *Store) AbortGrant(ctx context.Context, key, uploadID string) error {
 		return fail(ctx, "abort grant of", key, err)
 	}
 	return nil
+}
+
+// PresignPutObject signs a PutObject of key (a single-PUT grant, see
+// objects.Granter) whose signed headers carry x-amz-checksum-sha256 (S3
+// refuses a body with another SHA-256: BadDigest), the same sum as the
+// x-amz-meta-sha256 metadata the store's own writers set, the content
+// type, and If-None-Match: * (S3 refuses the PUT once the key holds an
+// object: PreconditionFailed). Every one of them is a header SigV4 signs,
+// never hoisted into the query, so the uploader must send each as given.
+func (s *Store) PresignPutObject(ctx context.Context, key, sum, contentType string, expires time.Duration) (string, map[string]string, error) {
+	k, err := s.objectKey(key)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := checkExpiry(expires); err != nil {
+		return "", nil, err
+	}
+	raw, err := hex.DecodeString(sum)
+	if err != nil || len(raw) != 32 || hex.EncodeToString(raw) != sum {
+		return "", nil, fmt.Errorf("%w: sha256 is not 64 lowercase hex digits", wire.ErrInvalidRequest)
+	}
+	in := &s3.PutObjectInput{
+		Bucket:         aws.String(s.bucket),
+		Key:            aws.String(k),
+		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(raw)),
+		Metadata:       map[string]string{MetaSHA256: sum},
+		IfNoneMatch:    aws.String("*"),
+	}
+	if contentType != "" {
+		in.ContentType = aws.String(contentType)
+	}
+	req, err := s3.NewPresignClient(s.client).PresignPutObject(ctx, in, s3.WithPresignExpires(expires))
+	if err != nil {
+		return "", nil, fail(ctx, "presign put", key, err)
+	}
+	return req.URL, signedHeaders(req.SignedHeader), nil
+}
+
+// signedHeaders are the headers a presigned request must carry: all it
+// was signed with but Host, which the HTTP client sets from the URL.
+func signedHeaders(h map[string][]string) map[string]string {
+	out := make(map[string]string, len(h))
+	for name, v := range h {
+		if len(v) > 0 && !strings.EqualFold(name, "host") {
+			out[name] = v[0]
+		}
+	}
+	return out
+}
+
+// StatGranted HEADs the object at key asking for its checksum and
+// answers its SHA-256 as S3 recorded it (see objects.Granter): the
+// full-object checksum S3 checked the PUT's body against when S3 keeps
+// one (a composite checksum of a multipart upload, "…-N", is no SHA-256
+// of the object and is passed over), else the x-amz-meta-sha256 metadata.
+// Should the two disagree, the object has no SHA-256 to trust: "".
+func (s *Store) StatGranted(ctx context.Context, key string) (objects.Info, error) {
+	k, err := s.objectKey(key)
+	if err != nil {
+		return objects.Info{}, err
+	}
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(k), ChecksumMode: types.ChecksumModeEnabled,
+	})
+	if err != nil {
+		return objects.Info{}, fail(ctx, "stat", key, err)
+	}
+	info := objects.Info{
+		Key:     key,
+		Size:    aws.ToInt64(out.ContentLength),
+		ETag:    unquote(aws.ToString(out.ETag)),
+		ModTime: aws.ToTime(out.LastModified),
+	}
+	meta := out.Metadata[MetaSHA256]
+	if !wire.IsSHA256Hex(meta) {
+		meta = ""
+	}
+	var checksum string
+	if raw, err := base64.StdEncoding.DecodeString(aws.ToString(out.ChecksumSHA256)); err == nil && len(raw) == 32 {
+		checksum = hex.EncodeToString(raw)
+	}
+	switch {
+	case checksum != "" && meta != "" && checksum != meta:
+	case checksum != "":
+		info.SHA256 = checksum
+	default:
+		info.SHA256 = meta
+	}
+	return info, nil
 }

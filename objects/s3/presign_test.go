@@ -3,13 +3,21 @@ package s3
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/lakedata/lake/objects"
 	"github.com/lakedata/lake/wire"
@@ -160,4 +168,127 @@ func TestGrant(t *testing.T) {
 	if _, _, err := g.PresignPart(t.Context(), key, id, 1, "abc", time.Minute); !errors.Is(err, wire.ErrInvalidRequest) {
 		t.Errorf("a bad sha256: %v", err)
 	}
+}
+
+// A single-PUT grant: a client without credentials PUTs the whole object
+// to the URL with its signed headers, and the object holds the bytes, the
+// content type and the SHA-256 (StatGranted). Other bytes, a missing
+// signed header and a second write of the key are all refused, and a
+// refused PUT leaves nothing at its key.
+func TestGrantPutObject(t *testing.T) {
+	s, _, _ := newStore(t, func(c *Config) { c.PartSize = 5 << 20 })
+	var g objects.Granter = s
+	// Small enough that a refused PUT's body is written whole before the
+	// answer (a large one races the server closing the connection).
+	data := randomBytes(4<<10, 11)
+	sum := hexSum(data)
+	const key = "objects/single.bin"
+	u, h, err := g.PresignPutObject(t.Context(), key, sum, "video/mp4", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"X-Amz-Checksum-Sha256", "X-Amz-Meta-Sha256", "If-None-Match", "Content-Type"} {
+		if headerOf(h, name) == "" {
+			t.Errorf("the signed headers %v lack %s", keysOf(h), name)
+		}
+	}
+	parsed, err := url.Parse(u)
+	if err != nil {
+		t.Fatal("the URL does not parse")
+	}
+	for name := range parsed.Query() {
+		if n := strings.ToLower(name); n == "x-amz-checksum-sha256" || n == "x-amz-meta-sha256" || n == "if-none-match" || n == "content-type" {
+			t.Errorf("%s was hoisted into the query instead of a signed header", name)
+		}
+	}
+	wrong := bytes.Clone(data)
+	wrong[7] ^= 1
+	if code := putPart(t, u, h, wrong); code/100 != 4 {
+		t.Errorf("other bytes: status %d, want a 4xx (the checksum is bound)", code)
+	}
+	for _, drop := range []string{"X-Amz-Checksum-Sha256", "X-Amz-Meta-Sha256", "If-None-Match", "Content-Type"} {
+		less := map[string]string{}
+		for k, v := range h {
+			if !strings.EqualFold(k, drop) {
+				less[k] = v
+			}
+		}
+		if code := putPart(t, u, less, data); code/100 != 4 {
+			t.Errorf("without the signed %s: status %d, want a 4xx", drop, code)
+		}
+	}
+	if _, err := g.StatGranted(t.Context(), key); !errors.Is(err, objects.ErrNotFound) {
+		t.Fatalf("after refused PUTs the key holds an object: %v", err)
+	}
+	if code := putPart(t, u, h, data); code != http.StatusOK {
+		t.Fatalf("PUT: status %d", code)
+	}
+	info, err := g.StatGranted(t.Context(), key)
+	if err != nil || info.Size != int64(len(data)) || info.SHA256 != sum {
+		t.Fatalf("StatGranted: %+v, %v; want %d bytes of sha256 %s", info, err, len(data), sum)
+	}
+	out, err := s.client.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: &s.bucket, Key: aws.String(s.prefix + key), ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(out.ContentType) != "video/mp4" || out.Metadata[MetaSHA256] != sum {
+		t.Errorf("stored content type %q, metadata %v; want video/mp4 and sha256 %s", aws.ToString(out.ContentType), out.Metadata, sum)
+	}
+	if raw, _ := base64.StdEncoding.DecodeString(aws.ToString(out.ChecksumSHA256)); hex.EncodeToString(raw) != sum {
+		t.Errorf("the stage's own checksum of the object is %q, want the sha256 the PUT was signed with", aws.ToString(out.ChecksumSHA256))
+	}
+	// The key is written once: the same URL again, even with the same
+	// bytes, and a fresh URL with other bytes are refused.
+	if code := putPart(t, u, h, data); code != http.StatusPreconditionFailed {
+		t.Errorf("a second PUT of the key: status %d, want 412", code)
+	}
+	other := randomBytes(1000, 12)
+	u2, h2, err := g.PresignPutObject(t.Context(), key, hexSum(other), "", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := putPart(t, u2, h2, other); code != http.StatusPreconditionFailed {
+		t.Errorf("other bytes to a written key: status %d, want 412", code)
+	}
+	got, err := objects.ReadAll(t.Context(), s, key)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the object changed: %v", err)
+	}
+
+	if _, _, err := g.PresignPutObject(t.Context(), key, strings.ToUpper(sum), "", time.Minute); !errors.Is(err, wire.ErrInvalidRequest) {
+		t.Errorf("an upper-case sha256: %v, want ErrInvalidRequest", err)
+	}
+	if _, _, err := g.PresignPutObject(t.Context(), "../x", sum, "", time.Minute); !errors.Is(err, wire.ErrInvalidKey) {
+		t.Errorf("key ../x: %v, want ErrInvalidKey", err)
+	}
+	// A multipart object's composite checksum is no SHA-256 of it: its
+	// recorded sum comes from the metadata the store's writers set.
+	big := randomBytes(6<<20, 13)
+	path := filepath.Join(t.TempDir(), "big.bin")
+	if err := os.WriteFile(path, big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutPath(t.Context(), "objects/big.bin", path, objects.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := g.StatGranted(t.Context(), "objects/big.bin"); err != nil || info.SHA256 != hexSum(big) {
+		t.Errorf("StatGranted of a multipart object: %+v, %v; want sha256 %s", info, err, hexSum(big))
+	}
+}
+
+func headerOf(h map[string]string, name string) string {
+	for k, v := range h {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+func keysOf(h map[string]string) []string {
+	var out []string
+	for k := range h {
+		out = append(out, k)
+	}
+	return out
 }

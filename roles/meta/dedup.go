@@ -34,8 +34,11 @@ import (
 //     by nobody honest: the genuine file has other parts, an honest
 //     uploader of the liar's bytes another sha256.
 //   - read: the service read the object whole and hashed it itself (the
-//     local stage's completion, the background verifier). A later claim
-//     matches on sha256 and size.
+//     local stage's completion, the background verifier), or S3 checked
+//     the whole body of a single-PUT grant against the full-object
+//     checksum the URL was signed with (grant.go, completeSingle): either
+//     way the object's bytes are known to hash to the sum, whoever sent
+//     them. A later claim matches on sha256 and size.
 //
 // Like the rest of the index this is derived state: it is lost with the
 // index (a rebuild, another leader) and then uploads are merely not

@@ -25,6 +25,14 @@ import (
 // The FILE value's sha256 is the client's claim, as for every append
 // (lake verify checks it); each part's bytes, though, were checked by the
 // stage against the SHA-256 its URL was signed with.
+//
+// A file of one part whose sha256 the request carries is granted a single
+// PUT instead (singlePut): one presigned PutObject bound to that sha256
+// as S3's full-object checksum and as the object's metadata, to the
+// content type, and put-if-absent, so the key is written once and only
+// with those bytes. There is no upload id; completion checks the object
+// S3 holds at the key against the request's size and sha256, so that
+// FILE value's sha256 is no mere claim: S3 checked the bytes against it.
 
 // Upload modes, as lake.discover names them.
 const (
@@ -118,6 +126,18 @@ func (s *Service) UploadGrant(ctx context.Context, req *lakepb.UploadGrantReques
 	if answer := s.dedupGrant(ctx, t, req, UploadPresigned, partSize); answer != nil {
 		return answer, nil
 	}
+	if singlePut(req, partSize) {
+		u, h, err := g.PresignPutObject(ctx, key, req.GetSha256(), req.GetContentType(), expires)
+		if err != nil {
+			return nil, fmt.Errorf("meta: grant an upload to %q: %w", t.name, err)
+		}
+		s.log.Info("upload granted", "table", t.name, "key", key, "size", req.GetSize(), "parts", 1, "single_put", true)
+		return &lakepb.UploadGrant{
+			Key: key, Mode: UploadPresigned, PartSize: partSize, PartCount: 1,
+			Urls:                []*lakepb.PartUrl{{Number: 0, Url: u, Headers: h}},
+			ExpiresAtUnixMicros: time.Now().Add(expires).UnixMicro(),
+		}, nil
+	}
 	id, err := g.CreateGrant(ctx, key, req.GetContentType())
 	if err != nil {
 		return nil, fmt.Errorf("meta: grant an upload to %q: %w", t.name, err)
@@ -136,8 +156,25 @@ func (s *Service) UploadGrant(ctx context.Context, req *lakepb.UploadGrantReques
 	}, nil
 }
 
+// singlePut tells whether a grant request on a stage of partSize parts
+// gets a single PUT: it carries the file's sha256, the file is one part,
+// and its parts name none or part 1 alone with that same sum (a one-part
+// file's only part is the whole file).
+func singlePut(req *lakepb.UploadGrantRequest, partSize int64) bool {
+	if req.GetSha256() == "" || req.GetSize() > partSize {
+		return false
+	}
+	switch parts := req.GetParts(); len(parts) {
+	case 0:
+		return true
+	case 1:
+		return parts[0].GetNumber() == 1 && parts[0].GetSha256() == req.GetSha256()
+	}
+	return false
+}
+
 // UploadRenew signs fresh URLs for parts of a granted upload the stage
-// still holds.
+// still holds, or the URL of a single-PUT grant (no upload id) again.
 func (s *Service) UploadRenew(ctx context.Context, req *lakepb.UploadRenewRequest) (*lakepb.UploadUrls, error) {
 	expires, err := s.renewCheck(req)
 	if err != nil {
@@ -157,7 +194,7 @@ func (s *Service) UploadRenew(ctx context.Context, req *lakepb.UploadRenewReques
 		return &lakepb.UploadUrls{}, nil
 	}
 	if req.GetUploadId() == "" {
-		return nil, fmt.Errorf("%w: an upload id is required", wire.ErrInvalidRequest)
+		return s.renewSingle(ctx, g, req, expires)
 	}
 	held, err := grantParts(ctx, g, req.GetKey(), req.GetUploadId())
 	if err != nil {
@@ -174,9 +211,28 @@ func (s *Service) UploadRenew(ctx context.Context, req *lakepb.UploadRenewReques
 	return out, nil
 }
 
+// renewSingle signs the single PUT of a grant without an upload id again:
+// its one part, number 0, names the file's sha256. Renewing starts
+// nothing, and the URL writes nothing where an object is already.
+func (s *Service) renewSingle(ctx context.Context, g objects.Granter, req *lakepb.UploadRenewRequest, expires time.Duration) (*lakepb.UploadUrls, error) {
+	parts := req.GetParts()
+	if len(parts) != 1 || parts[0].GetNumber() != 0 || req.GetListParts() {
+		return nil, fmt.Errorf("%w: without an upload id only the single PUT (part 0) is renewed, and nothing is listed", wire.ErrInvalidRequest)
+	}
+	u, h, err := g.PresignPutObject(ctx, req.GetKey(), parts[0].GetSha256(), req.GetContentType(), expires)
+	if err != nil {
+		return nil, fmt.Errorf("meta: renew the single PUT URL of %s: %w", req.GetKey(), err)
+	}
+	return &lakepb.UploadUrls{
+		Urls:                []*lakepb.PartUrl{{Number: 0, Url: u, Headers: h}},
+		ExpiresAtUnixMicros: time.Now().Add(expires).UnixMicro(),
+	}, nil
+}
+
 // UploadComplete checks the parts of a granted upload and publishes the
 // object. Completing an upload that was completed already (the answer
-// was lost) answers the object's FILE value again.
+// was lost) answers the object's FILE value again. A single PUT (no
+// upload id on S3) is checked by completeSingle.
 func (s *Service) UploadComplete(ctx context.Context, req *lakepb.UploadCompleteRequest) (*lakepb.UploadedFile, error) {
 	if err := completeCheck(req); err != nil {
 		return nil, err
@@ -192,8 +248,11 @@ func (s *Service) UploadComplete(ctx context.Context, req *lakepb.UploadComplete
 		}
 		return s.completeLocal(ctx, req)
 	}
-	if req.GetUploadId() == "" || req.Size == nil || req.GetSha256() == "" {
-		return nil, fmt.Errorf("%w: completing an upload needs its upload id, size and sha256", wire.ErrInvalidRequest)
+	if req.Size == nil || req.GetSha256() == "" {
+		return nil, fmt.Errorf("%w: completing an upload needs its size and sha256", wire.ErrInvalidRequest)
+	}
+	if req.GetUploadId() == "" {
+		return s.completeSingle(ctx, t, g, req)
 	}
 	key, size := req.GetKey(), req.GetSize()
 	parts, err := grantParts(ctx, g, key, req.GetUploadId())
@@ -235,6 +294,45 @@ func (s *Service) UploadComplete(ctx context.Context, req *lakepb.UploadComplete
 	return out, nil
 }
 
+// completeSingle answers the FILE value of a single PUT: the object must
+// be at the key, of the request's size (at most one part) and with the
+// request's sha256 as S3 recorded it (StatGranted: its full-object
+// checksum, which S3 checked the PUT's body against, or the metadata the
+// PUT's URL signed). Anything else is refused and nothing is recorded.
+// Completing again (a lost answer) checks the same and answers the same.
+func (s *Service) completeSingle(ctx context.Context, t *table, g objects.Granter, req *lakepb.UploadCompleteRequest) (*lakepb.UploadedFile, error) {
+	key, size := req.GetKey(), req.GetSize()
+	if size > g.GrantPartSize() {
+		return nil, fmt.Errorf("%w: %d bytes make more than one part of %d: complete them with their upload id", wire.ErrInvalidRequest, size, g.GrantPartSize())
+	}
+	info, err := g.StatGranted(ctx, key)
+	if errors.Is(err, objects.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", wire.ErrObjectMissing, key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("meta: complete %s: %w", key, err)
+	}
+	if info.Size != size {
+		return nil, fmt.Errorf("%w: %s holds %d bytes, the upload claims %d", wire.ErrSizeMismatch, key, info.Size, size)
+	}
+	if info.SHA256 != req.GetSha256() {
+		return nil, fmt.Errorf("%w: %s does not hold the sha256 the upload claims", wire.ErrChecksumMismatch, key)
+	}
+	s.log.Info("upload completed", "table", t.name, "key", key, "size", size, "single_put", true)
+	out := uploadedFile(req, info)
+	// Full-object checksum evidence for dedup (dedup.go), recorded as read
+	// evidence: a later claim matches on sha256 and size alone, exactly as
+	// after the service's own read, and it is as unforgeable. The URL
+	// bound the checksum header to this sha256 and S3 refused any body
+	// that does not hash to it, so the object's bytes hash to the sum
+	// whoever completed it; a separate kind would find the same entries
+	// and record them twice beside the verifier's.
+	if e, err := readEvidence(size, info.SHA256); err == nil {
+		s.recordDedup(e, out)
+	}
+	return out, nil
+}
+
 // heldParts is the wire form of the parts the stage holds, in part order.
 func heldParts(parts []objects.GrantPart) []*lakepb.HeldPart {
 	sorted := slices.Clone(parts)
@@ -259,8 +357,10 @@ func (s *Service) UploadAbort(ctx context.Context, req *lakepb.UploadAbortReques
 		return nil, err
 	}
 	g, ok := s.store.(objects.Granter)
-	if !ok {
-		return &lakepb.UploadAborted{}, nil // no stage upload to hold: nothing to drop
+	if !ok || req.GetUploadId() == "" {
+		// No stage upload to hold (a local stage, a single PUT, which
+		// starts nothing): nothing to drop.
+		return &lakepb.UploadAborted{}, nil
 	}
 	if err := g.AbortGrant(ctx, req.GetKey(), req.GetUploadId()); err != nil {
 		return nil, fmt.Errorf("meta: abort the upload at %s: %w", req.GetKey(), err)
@@ -450,7 +550,15 @@ func (s *Service) renewCheck(req *lakepb.UploadRenewRequest) (time.Duration, err
 	if err := wire.ValidateObjectKey(req.GetKey()); err != nil {
 		return 0, err
 	}
-	if err := checkUploadParts(req.GetParts()); err != nil {
+	if len(req.GetContentType()) > maxContentTypeLen {
+		return 0, fmt.Errorf("%w: content type longer than %d bytes", wire.ErrInvalidRequest, maxContentTypeLen)
+	}
+	if p := req.GetParts(); req.GetUploadId() == "" && len(p) == 1 && p[0].GetNumber() == 0 {
+		// A single PUT's renewal (renewSingle): part 0 is the whole file.
+		if !wire.IsSHA256Hex(p[0].GetSha256()) {
+			return 0, fmt.Errorf("%w: part 0: sha256 is not 64 lowercase hex digits", wire.ErrInvalidRequest)
+		}
+	} else if err := checkUploadParts(req.GetParts()); err != nil {
 		return 0, err
 	}
 	return s.uploadExpiry(req.ExpiresMicros)
@@ -461,13 +569,7 @@ func abortCheck(req *lakepb.UploadAbortRequest) error {
 	if err := wire.ValidateTableName(req.GetTable()); err != nil {
 		return err
 	}
-	if err := wire.ValidateObjectKey(req.GetKey()); err != nil {
-		return err
-	}
-	if req.GetUploadId() == "" {
-		return fmt.Errorf("%w: an upload id is required", wire.ErrInvalidRequest)
-	}
-	return nil
+	return wire.ValidateObjectKey(req.GetKey())
 }
 
 // completeCheck refuses a malformed completion.

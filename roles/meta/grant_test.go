@@ -480,11 +480,18 @@ func TestUploadCompleteAgainRecordsNoWrongEntry(t *testing.T) {
 	m := newS3Meta(t)
 	hc := &http.Client{Transport: &http.Transport{}}
 	defer hc.CloseIdleConnections()
-	u := newS3Upload(randomBytes(t, 1000))
+	// Two parts: a multipart upload (one part would be a single PUT,
+	// whose completion checks the claim against the object).
+	u := newS3Upload(randomBytes(t, 5<<20+1000))
 	req := u.request(hexOf(u.data))
 	g := m.grant(t, req)
-	if code := httpPut(t, hc, g.GetUrls()[0], u.data); code != http.StatusOK {
-		t.Fatalf("part: status %d", code)
+	if g.GetUploadId() == "" {
+		t.Fatal("a file of two parts was granted no multipart upload")
+	}
+	for i, pu := range g.GetUrls() {
+		if code := httpPut(t, hc, pu, u.parts[i]); code != http.StatusOK {
+			t.Fatalf("part %d: status %d", i+1, code)
+		}
 	}
 	complete := &lakepb.UploadCompleteRequest{Table: "clips", Key: g.GetKey(), UploadId: g.GetUploadId(), Size: ptr(int64(len(u.data))), Sha256: hexOf(u.data)}
 	var file lakepb.UploadedFile
@@ -542,4 +549,141 @@ func TestUploadRenewListsHeldParts(t *testing.T) {
 	if err := flightrpc.Action(t.Context(), m.fc, wire.ActionUploadRenew, &lakepb.UploadRenewRequest{Table: "clips", Key: g.GetKey(), UploadId: g.GetUploadId()}, &out); err != nil || len(out.GetHeld()) != 0 {
 		t.Errorf("renew without list_parts: %v, %v", &out, err)
 	}
+}
+
+// A file of one part with its sha256 is granted a single PUT: no upload
+// id, one URL of number 0, nothing started at the stage. The gateway
+// refuses other bytes on it; completion (no upload id) refuses a missing
+// object, another size and another sha256, recording nothing; the true
+// claim completes, and a second grant of the same content is answered
+// with that object. The renewed URL writes nothing where the object is,
+// aborting has nothing to do, and no URL reaches the log.
+func TestUploadSinglePutOnS3(t *testing.T) {
+	m := newS3Meta(t)
+	ctx := t.Context()
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	u := newS3Upload(randomBytes(t, 300<<10))
+	sum := hexOf(u.data)
+	g := m.grant(t, u.request(sum))
+	if g.GetUploadId() != "" || g.GetPartCount() != 1 || len(g.GetUrls()) != 1 || g.GetUrls()[0].GetNumber() != 0 ||
+		g.GetKey() == "" || g.GetMode() != UploadPresigned || g.GetExpiresAtUnixMicros() <= time.Now().UnixMicro() {
+		t.Fatalf("grant of one part: %v, want a single PUT", g)
+	}
+	if n := m.pendingUploads(t); n != 0 {
+		t.Fatalf("a single-PUT grant left %d multipart uploads", n)
+	}
+	put := g.GetUrls()[0]
+	signatures := []string{signatureOf(t, put)}
+	complete := func(size int64, sha string) (*lakepb.UploadedFile, error) {
+		var f lakepb.UploadedFile
+		err := wire.FromStatus(flightrpc.Action(ctx, m.fc, wire.ActionUploadComplete, &lakepb.UploadCompleteRequest{
+			Table: "clips", Key: g.GetKey(), Size: ptr(size), Sha256: sha, ContentType: "video/mp4"}, &f))
+		return &f, err
+	}
+	size := int64(len(u.data))
+	if _, err := complete(size, sum); !errors.Is(err, wire.ErrObjectMissing) {
+		t.Fatalf("complete before the PUT: %v, want ErrObjectMissing", err)
+	}
+	wrong := bytes.Clone(u.data)
+	wrong[5] ^= 1
+	if code := httpPut(t, hc, put, wrong); code/100 != 4 {
+		t.Fatalf("other bytes: status %d, want 4xx", code)
+	}
+	if code := httpPut(t, hc, put, u.data); code != http.StatusOK {
+		t.Fatalf("the PUT: status %d", code)
+	}
+	falseSum := hexOf([]byte("not these bytes"))
+	if _, err := complete(size, falseSum); !errors.Is(err, wire.ErrChecksumMismatch) {
+		t.Fatalf("a completion claiming another sha256: %v, want ErrChecksumMismatch", err)
+	}
+	if _, err := complete(size-1, sum); !errors.Is(err, wire.ErrSizeMismatch) {
+		t.Fatalf("a completion claiming another size: %v, want ErrSizeMismatch", err)
+	}
+	for _, e := range []dedupEvidence{mustReadEvidence(t, size, falseSum), mustReadEvidence(t, size-1, sum), mustReadEvidence(t, size, sum)} {
+		if cs, err := m.svc.ix.dedupCandidates(e); err != nil || len(cs) != 0 {
+			t.Fatalf("refused completions recorded %d entries (%v)", len(cs), err)
+		}
+	}
+	if _, ok := m.svc.ix.dedupOf(g.GetKey()); ok {
+		t.Fatal("refused completions recorded the object")
+	}
+	file, err := complete(size, sum)
+	if err != nil || file.GetKey() != g.GetKey() || file.GetSize() != size || file.GetSha256() != sum || file.GetContentType() != "video/mp4" || file.GetEtag() == "" {
+		t.Fatalf("complete: %v, %v", file, err)
+	}
+	if got, err := objects.ReadAll(ctx, m.store, g.GetKey()); err != nil || !bytes.Equal(got, u.data) {
+		t.Fatalf("the object is not the file: %v", err)
+	}
+	if again, err := complete(size, sum); err != nil || !proto.Equal(again, file) {
+		t.Fatalf("complete again: %v, %v; want %v", again, err, file)
+	}
+	other := u.request(sum)
+	other.FileName = "copy.bin"
+	if d := m.grant(t, other); !proto.Equal(d.GetExisting(), file) || d.GetKey() != "" || len(d.GetUrls()) != 0 {
+		t.Fatalf("a second grant of the content: %v, want existing %v", d, file)
+	}
+	probe := &lakepb.UploadGrantRequest{Table: "clips", FileName: "x", Size: size}
+	if d := m.grant(t, probe); !d.GetHashFirst() {
+		t.Errorf("a grant without sha256 of the size: %v, want hash_first", d)
+	}
+
+	// Renewed: a URL of part 0 again, which cannot write the key twice.
+	var renewed lakepb.UploadUrls
+	if err := flightrpc.Action(ctx, m.fc, wire.ActionUploadRenew, &lakepb.UploadRenewRequest{
+		Table: "clips", Key: g.GetKey(), Parts: []*lakepb.UploadPart{{Number: 0, Sha256: sum}}, ContentType: "video/mp4",
+	}, &renewed); err != nil || len(renewed.GetUrls()) != 1 || renewed.GetUrls()[0].GetNumber() != 0 {
+		t.Fatalf("renew of the single PUT: %v, %v", &renewed, err)
+	}
+	signatures = append(signatures, signatureOf(t, renewed.GetUrls()[0]))
+	if code := httpPut(t, hc, renewed.GetUrls()[0], u.data); code != http.StatusPreconditionFailed {
+		t.Errorf("a second PUT of the key: status %d, want 412", code)
+	}
+	for name, bad := range map[string]*lakepb.UploadRenewRequest{
+		"part 1":     {Table: "clips", Key: g.GetKey(), Parts: []*lakepb.UploadPart{{Number: 1, Sha256: sum}}},
+		"no part":    {Table: "clips", Key: g.GetKey()},
+		"list_parts": {Table: "clips", Key: g.GetKey(), Parts: []*lakepb.UploadPart{{Number: 0, Sha256: sum}}, ListParts: true},
+	} {
+		if err := wire.FromStatus(flightrpc.Action(ctx, m.fc, wire.ActionUploadRenew, bad, &renewed)); !errors.Is(err, wire.ErrInvalidRequest) {
+			t.Errorf("renew without an upload id, %s: %v, want ErrInvalidRequest", name, err)
+		}
+	}
+	var aborted lakepb.UploadAborted
+	if err := flightrpc.Action(ctx, m.fc, wire.ActionUploadAbort, &lakepb.UploadAbortRequest{Table: "clips", Key: g.GetKey()}, &aborted); err != nil {
+		t.Fatalf("abort without an upload id: %v", err)
+	}
+	if info, err := m.store.Stat(ctx, g.GetKey()); err != nil || info.Size != size {
+		t.Fatalf("the object after the abort: %+v, %v", info, err)
+	}
+	// no_dedup, or a part 1 of another sum: not the same request; the
+	// first is a fresh single PUT, the second a multipart upload.
+	nd := u.request(sum)
+	nd.NoDedup = true
+	if d := m.grant(t, nd); d.GetUploadId() != "" || len(d.GetUrls()) != 1 || d.GetKey() == g.GetKey() {
+		t.Errorf("no_dedup: %v, want a single PUT at a new key", d)
+	}
+	mixed := u.request(sum)
+	mixed.NoDedup, mixed.Parts[0].Sha256 = true, falseSum
+	if d := m.grant(t, mixed); d.GetUploadId() == "" {
+		t.Errorf("part 1 of another sum: %v, want a multipart upload", d)
+	}
+
+	logs := m.logs.String()
+	if !strings.Contains(logs, "single_put") {
+		t.Fatal("the service logged no single PUT; the log check below would prove nothing")
+	}
+	for _, sig := range signatures {
+		if strings.Contains(logs, sig) {
+			t.Fatal("a single PUT URL's signature is in the service's log")
+		}
+	}
+}
+
+func signatureOf(t *testing.T, pu *lakepb.PartUrl) string {
+	t.Helper()
+	u, err := url.Parse(pu.GetUrl())
+	if err != nil || u.Query().Get("X-Amz-Signature") == "" {
+		t.Fatal("a URL carries no signature")
+	}
+	return u.Query().Get("X-Amz-Signature")
 }

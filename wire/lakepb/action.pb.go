@@ -2500,9 +2500,15 @@ func (x *UploadPart) GetSha256() string {
 // A presigned URL of one part. The PUT must send the part's bytes as its
 // body and every header of headers as given (they are signed, among them
 // x-amz-checksum-sha256). The URL is a secret while it works.
+//
+// Number 0 is a single-PUT URL: PUT the whole file there (see
+// UploadGrant). Its signed headers bind the file's sha256 as
+// x-amz-checksum-sha256 and x-amz-meta-sha256, the content type, and
+// If-None-Match: * (the key is written once; a 412 answer means an
+// object is there already, which completion then checks).
 type PartUrl struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Number        int32                  `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	Number        int32                  `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"` // from 1; 0: the whole file
 	Url           string                 `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
 	Headers       map[string]string      `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
@@ -2677,10 +2683,18 @@ func (x *UploadGrantRequest) GetNoDedup() bool {
 	return false
 }
 
+// Single PUT (S3): a request with sha256 for a file of at most part_size
+// bytes (one part) whose parts name none or part 1 alone is granted one
+// PutObject instead of a multipart upload: upload_id is empty, part_count
+// 1, and urls holds exactly one PartUrl, of number 0. The client PUTs
+// the whole file to it and completes with no upload id; it renews the
+// URL with lake.upload.renew, no upload id and part 0 of the file's
+// sha256. Nothing is started before the PUT, so there is nothing to
+// abort.
 type UploadGrant struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	Key                 string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	UploadId            string                 `protobuf:"bytes,2,opt,name=upload_id,json=uploadId,proto3" json:"upload_id,omitempty"`     // empty on a local stage
+	UploadId            string                 `protobuf:"bytes,2,opt,name=upload_id,json=uploadId,proto3" json:"upload_id,omitempty"`     // empty on a local stage and for a single PUT
 	Mode                string                 `protobuf:"bytes,3,opt,name=mode,proto3" json:"mode,omitempty"`                             // "presigned" or "local"
 	PartSize            int64                  `protobuf:"varint,4,opt,name=part_size,json=partSize,proto3" json:"part_size,omitempty"`    // every part but the last; 0 on a local stage
 	PartCount           int32                  `protobuf:"varint,5,opt,name=part_count,json=partCount,proto3" json:"part_count,omitempty"` // parts of a file of the request's size
@@ -2791,7 +2805,10 @@ func (x *UploadGrant) GetHashFirst() bool {
 	return false
 }
 
-// lake.upload.renew: fresh URLs for parts of a grant.
+// lake.upload.renew: fresh URLs for parts of a grant. A single-PUT grant
+// (S3) renews with no upload_id, parts holding one UploadPart of number
+// 0 and the file's sha256, and content_type as the grant was asked with;
+// the answer is one PartUrl of number 0 (never held parts).
 type UploadRenewRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
@@ -2800,7 +2817,8 @@ type UploadRenewRequest struct {
 	Parts         []*UploadPart          `protobuf:"bytes,4,rep,name=parts,proto3" json:"parts,omitempty"`
 	ExpiresMicros *int64                 `protobuf:"varint,5,opt,name=expires_micros,json=expiresMicros,proto3,oneof" json:"expires_micros,omitempty"`
 	// Also answer the parts the stage holds for the upload (a resume).
-	ListParts     bool `protobuf:"varint,6,opt,name=list_parts,json=listParts,proto3" json:"list_parts,omitempty"`
+	ListParts     bool   `protobuf:"varint,6,opt,name=list_parts,json=listParts,proto3" json:"list_parts,omitempty"`
+	ContentType   string `protobuf:"bytes,7,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"` // single PUT only: bound into the URL
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2875,6 +2893,13 @@ func (x *UploadRenewRequest) GetListParts() bool {
 		return x.ListParts
 	}
 	return false
+}
+
+func (x *UploadRenewRequest) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
 }
 
 // A part the stage holds, with the SHA-256 it checked the part against.
@@ -3003,11 +3028,17 @@ func (x *UploadUrls) GetHeld() []*HeldPart {
 // sizes adding up to size) and publish the object. A part missing or of
 // the wrong size is FAILED_PRECONDITION and the upload stays, so the
 // client can send what is missing and complete again.
+//
+// A single PUT (S3) completes with no upload id, size and sha256 both
+// required: the object must be at the key with that size and with that
+// SHA-256 as the stage recorded it (its checksum, checked against the
+// body on the PUT, or the signed metadata), else CHECKSUM_MISMATCH or
+// SIZE_MISMATCH and nothing is recorded; no object is OBJECT_MISSING.
 type UploadCompleteRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Table    string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
 	Key      string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	UploadId string                 `protobuf:"bytes,3,opt,name=upload_id,json=uploadId,proto3" json:"upload_id,omitempty"` // empty on a local stage
+	UploadId string                 `protobuf:"bytes,3,opt,name=upload_id,json=uploadId,proto3" json:"upload_id,omitempty"` // empty on a local stage and for a single PUT
 	// The file's size: required with an upload id; on a local stage
 	// checked when present.
 	Size          *int64 `protobuf:"varint,4,opt,name=size,proto3,oneof" json:"size,omitempty"`
@@ -3091,7 +3122,8 @@ func (x *UploadCompleteRequest) GetContentType() string {
 
 // lake.upload.abort: drop a granted upload and the parts the stage holds
 // (`lake uploads cancel`), so a client without stage credentials can give
-// one up. An upload the stage no longer holds is no error.
+// one up. An upload the stage no longer holds is no error. A single-PUT
+// grant holds nothing to drop: with no upload id there is nothing to do.
 type UploadAbortRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
@@ -3511,7 +3543,7 @@ const file_wire_action_proto_rawDesc = "" +
 	"\x16expires_at_unix_micros\x18\a \x01(\x03R\x13expiresAtUnixMicros\x125\n" +
 	"\bexisting\x18\b \x01(\v2\x19.lake.action.UploadedFileR\bexisting\x12\x1d\n" +
 	"\n" +
-	"hash_first\x18\t \x01(\bR\thashFirst\"\xe6\x01\n" +
+	"hash_first\x18\t \x01(\bR\thashFirst\"\x89\x02\n" +
 	"\x12UploadRenewRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1b\n" +
@@ -3519,7 +3551,8 @@ const file_wire_action_proto_rawDesc = "" +
 	"\x05parts\x18\x04 \x03(\v2\x17.lake.action.UploadPartR\x05parts\x12*\n" +
 	"\x0eexpires_micros\x18\x05 \x01(\x03H\x00R\rexpiresMicros\x88\x01\x01\x12\x1d\n" +
 	"\n" +
-	"list_parts\x18\x06 \x01(\bR\tlistPartsB\x11\n" +
+	"list_parts\x18\x06 \x01(\bR\tlistParts\x12!\n" +
+	"\fcontent_type\x18\a \x01(\tR\vcontentTypeB\x11\n" +
 	"\x0f_expires_micros\"N\n" +
 	"\bHeldPart\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x12\n" +
