@@ -18,7 +18,15 @@ type Presigner interface {
 	// that it does when that matters. An invalid key is
 	// wire.ErrInvalidKey; expires must be positive and within what the
 	// backend can sign (S3: 7 days).
-	PresignGet(ctx context.Context, key string, expires time.Duration) (string, error)
+	PresignGet(ctx context.Context, key string, expires time.Duration, o GetURLOptions) (string, error)
+}
+
+// GetURLOptions shape the response a presigned GET URL answers.
+type GetURLOptions struct {
+	// ContentDisposition, when set, is the response's Content-Disposition
+	// header (e.g. `attachment; filename="a.mp4"`), whatever the object
+	// was stored with.
+	ContentDisposition string
 }
 
 // Granter is the optional power of a stage to let someone without its

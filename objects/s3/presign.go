@@ -27,7 +27,7 @@ var (
 // PresignGet returns a presigned GET URL of the object at key (see
 // objects.Presigner). It signs locally with the store's credentials and
 // makes no request to S3.
-func (s *Store) PresignGet(ctx context.Context, key string, expires time.Duration) (string, error) {
+func (s *Store) PresignGet(ctx context.Context, key string, expires time.Duration, o objects.GetURLOptions) (string, error) {
 	k, err := s.objectKey(key)
 	if err != nil {
 		return "", err
@@ -35,7 +35,13 @@ func (s *Store) PresignGet(ctx context.Context, key string, expires time.Duratio
 	if err := checkExpiry(expires); err != nil {
 		return "", err
 	}
-	req, err := s3.NewPresignClient(s.client).PresignGetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &k}, s3.WithPresignExpires(expires))
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &k}
+	if o.ContentDisposition != "" {
+		// A signed query parameter: S3 answers the header, and nobody
+		// holding the URL can change it.
+		in.ResponseContentDisposition = aws.String(o.ContentDisposition)
+	}
+	req, err := s3.NewPresignClient(s.client).PresignGetObject(ctx, in, s3.WithPresignExpires(expires))
 	if err != nil {
 		// Presigning fails before any URL exists (no credentials), so
 		// the error cannot carry one.

@@ -41,7 +41,7 @@ func TestPresignGet(t *testing.T) {
 	if _, err := s.Put(t.Context(), "objects/b.bin", bytes.NewReader([]byte("other")), objects.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	u, err := p.PresignGet(t.Context(), "objects/a.bin", time.Minute)
+	u, err := p.PresignGet(t.Context(), "objects/a.bin", time.Minute, objects.GetURLOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,12 +56,31 @@ func TestPresignGet(t *testing.T) {
 		t.Errorf("the URL of a.bin made to name b.bin: status %d, want 403", code)
 	}
 
+	// A download URL answers the disposition it was signed with, and the
+	// parameter cannot be changed without breaking the signature.
+	const disposition = `attachment; filename="a.bin"`
+	du, err := p.PresignGet(t.Context(), "objects/a.bin", time.Minute, objects.GetURLOptions{ContentDisposition: disposition})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(du)
+	if err != nil {
+		t.Fatal("GET of the download URL failed")
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Disposition") != disposition {
+		t.Errorf("download URL: status %d, Content-Disposition %q; want 200 and %q", resp.StatusCode, resp.Header.Get("Content-Disposition"), disposition)
+	}
+	if _, code := httpGet(t, strings.Replace(du, "a.bin%22", "evil.html%22", 1)); code != http.StatusForbidden {
+		t.Errorf("the download URL with another file name: status %d, want 403", code)
+	}
+
 	for _, d := range []time.Duration{0, -time.Second, MaxPresignExpiry + time.Second} {
-		if _, err := p.PresignGet(t.Context(), "objects/a.bin", d); !errors.Is(err, wire.ErrInvalidRequest) {
+		if _, err := p.PresignGet(t.Context(), "objects/a.bin", d, objects.GetURLOptions{}); !errors.Is(err, wire.ErrInvalidRequest) {
 			t.Errorf("expiry %v: %v, want ErrInvalidRequest", d, err)
 		}
 	}
-	if _, err := p.PresignGet(t.Context(), "../a.bin", time.Minute); !errors.Is(err, wire.ErrInvalidKey) {
+	if _, err := p.PresignGet(t.Context(), "../a.bin", time.Minute, objects.GetURLOptions{}); !errors.Is(err, wire.ErrInvalidKey) {
 		t.Errorf("key ../a.bin: %v, want ErrInvalidKey", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"mime"
 	"net/url"
 	"path"
 	"slices"
@@ -68,7 +69,11 @@ func (s *Service) URL(ctx context.Context, req *lakepb.ObjectUrlRequest) (*lakep
 	file := uploadedFileOf(v)
 	if p, ok := s.store.(objects.Presigner); ok {
 		at := time.Now().Add(expires)
-		u, err := p.PresignGet(ctx, req.GetKey(), expires)
+		var o objects.GetURLOptions
+		if name := req.GetDownloadName(); name != "" {
+			o.ContentDisposition = mime.FormatMediaType("attachment", map[string]string{"filename": name})
+		}
+		u, err := p.PresignGet(ctx, req.GetKey(), expires, o)
 		if err != nil {
 			return nil, fmt.Errorf("meta: url of %s in %q: %w", req.GetKey(), t.name, err)
 		}
@@ -114,6 +119,9 @@ func (s *Service) urlCheck(req *lakepb.ObjectUrlRequest) (time.Duration, error) 
 	if err := wire.ValidateObjectKey(req.GetKey()); err != nil {
 		return 0, err
 	}
+	if err := checkDownloadName(req.GetDownloadName()); err != nil {
+		return 0, err
+	}
 	limit := s.cfg.URLMaxExpiry
 	e := req.ExpiresMicros
 	if e == nil {
@@ -123,6 +131,20 @@ func (s *Service) urlCheck(req *lakepb.ObjectUrlRequest) (time.Duration, error) 
 		return 0, fmt.Errorf("%w: a URL may work between 1s and %v (--url-max-expiry), not %v", wire.ErrInvalidRequest, limit, time.Duration(*e)*time.Microsecond)
 	}
 	return time.Duration(*e) * time.Microsecond, nil
+}
+
+// checkDownloadName refuses a download name that is not one plain file
+// name: it ends up in a response header.
+func checkDownloadName(name string) error {
+	if len(name) > maxUploadNameLen {
+		return fmt.Errorf("%w: a download name of at most %d bytes", wire.ErrInvalidRequest, maxUploadNameLen)
+	}
+	for _, c := range name {
+		if c < 0x20 || c == 0x7f || c == '/' || c == '\\' {
+			return fmt.Errorf("%w: a download name is one file name, without control characters or slashes", wire.ErrInvalidRequest)
+		}
+	}
+	return nil
 }
 
 // rowsName returns the FILE value with key in one of the FILE columns of

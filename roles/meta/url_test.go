@@ -239,4 +239,24 @@ func TestURLFileOnS3(t *testing.T) {
 	if !errors.Is(wire.FromStatus(err), wire.ErrRowNotFound) {
 		t.Errorf("at version 0, before the row: %v, want ErrRowNotFound", err)
 	}
+
+	// A download name makes the URL's answer a download under that name;
+	// a name that is not one plain file name is refused.
+	if err := flightrpc.Action(ctx, m.fc, wire.ActionURL, &lakepb.ObjectUrlRequest{Table: "clips", Key: key, DownloadName: "clip one.mp4"}, &res); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Get(res.GetUrl())
+	if err != nil {
+		t.Fatal("GET of the download URL failed")
+	}
+	resp.Body.Close()
+	if d := resp.Header.Get("Content-Disposition"); resp.StatusCode != http.StatusOK || d != `attachment; filename="clip one.mp4"` {
+		t.Errorf("download URL: status %d, Content-Disposition %q", resp.StatusCode, d)
+	}
+	for _, name := range []string{"a/b.mp4", "a\nb", strings.Repeat("x", 256)} {
+		err := flightrpc.Action(ctx, m.fc, wire.ActionURL, &lakepb.ObjectUrlRequest{Table: "clips", Key: key, DownloadName: name}, &res)
+		if !errors.Is(wire.FromStatus(err), wire.ErrInvalidRequest) {
+			t.Errorf("download name %q: %v, want ErrInvalidRequest", name, err)
+		}
+	}
 }

@@ -2315,7 +2315,13 @@ type ObjectUrlRequest struct {
 	// shortened, so a caller never gets less than it asked for unawares.
 	ExpiresMicros *int64 `protobuf:"varint,3,opt,name=expires_micros,json=expiresMicros,proto3,oneof" json:"expires_micros,omitempty"`
 	// The table version whose rows must hold the key; absent = the latest.
-	Version       *int64 `protobuf:"varint,4,opt,name=version,proto3,oneof" json:"version,omitempty"`
+	Version *int64 `protobuf:"varint,4,opt,name=version,proto3,oneof" json:"version,omitempty"`
+	// When set, a presigned URL's response is a download saved under this
+	// name (Content-Disposition: attachment), whatever the object's type: a
+	// browser following the URL saves the file instead of showing it. At
+	// most 255 bytes, no control character, no slash. Ignored on a local
+	// stage (file:// URLs have no response headers).
+	DownloadName  string `protobuf:"bytes,5,opt,name=download_name,json=downloadName,proto3" json:"download_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2376,6 +2382,13 @@ func (x *ObjectUrlRequest) GetVersion() int64 {
 		return *x.Version
 	}
 	return 0
+}
+
+func (x *ObjectUrlRequest) GetDownloadName() string {
+	if x != nil {
+		return x.DownloadName
+	}
+	return ""
 }
 
 type ObjectUrl struct {
@@ -3496,12 +3509,13 @@ const file_wire_action_proto_rawDesc = "" +
 	"\n" +
 	"temp_files\x18\x04 \x01(\v2\x14.lake.action.GcCountR\ttempFiles\x12\x17\n" +
 	"\adry_run\x18\x05 \x01(\bR\x06dryRun\x12-\n" +
-	"\x12referenced_objects\x18\x06 \x01(\x03R\x11referencedObjects\"\xa4\x01\n" +
+	"\x12referenced_objects\x18\x06 \x01(\x03R\x11referencedObjects\"\xc9\x01\n" +
 	"\x10ObjectUrlRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12*\n" +
 	"\x0eexpires_micros\x18\x03 \x01(\x03H\x00R\rexpiresMicros\x88\x01\x01\x12\x1d\n" +
-	"\aversion\x18\x04 \x01(\x03H\x01R\aversion\x88\x01\x01B\x11\n" +
+	"\aversion\x18\x04 \x01(\x03H\x01R\aversion\x88\x01\x01\x12#\n" +
+	"\rdownload_name\x18\x05 \x01(\tR\fdownloadNameB\x11\n" +
 	"\x0f_expires_microsB\n" +
 	"\n" +
 	"\b_version\"\x81\x01\n" +

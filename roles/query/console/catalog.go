@@ -48,8 +48,13 @@ func (c *Console) history(ctx context.Context, s *session, name string, limit in
 // of table (at version, when set) names key: the check that keeps the
 // console from serving any other object.
 func (c *Console) objectURL(ctx context.Context, s *session, table, key string, version *int64) (*lakepb.ObjectUrl, error) {
+	return c.objectURLAs(ctx, s, &lakepb.ObjectUrlRequest{Table: table, Key: key, Version: version})
+}
+
+// objectURLAs is objectURL for a request of the caller's making (a
+// download name, say).
+func (c *Console) objectURLAs(ctx context.Context, s *session, req *lakepb.ObjectUrlRequest) (*lakepb.ObjectUrl, error) {
 	var u lakepb.ObjectUrl
-	req := &lakepb.ObjectUrlRequest{Table: table, Key: key, Version: version}
 	if err := c.action(ctx, s, wire.ActionURL, req, &u); err != nil {
 		return nil, err
 	}

@@ -140,7 +140,12 @@ func (c *Console) rawObject(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, errorText(err), http.StatusBadRequest)
 		return
 	}
-	u, err := c.objectURL(r.Context(), sessionOf(r), f.table, f.key, f.version)
+	download := r.URL.Query().Get("download") != ""
+	req := &lakepb.ObjectUrlRequest{Table: f.table, Key: f.key, Version: f.version}
+	if download {
+		req.DownloadName = path.Base(f.key) // on S3 the URL itself makes it a download
+	}
+	u, err := c.objectURLAs(r.Context(), sessionOf(r), req)
 	if err != nil {
 		http.Error(w, errorText(err), httpStatus(err))
 		return
@@ -157,7 +162,7 @@ func (c *Console) rawObject(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, u.GetUrl(), http.StatusFound)
 		return
 	}
-	c.serveObject(w, r, file, r.URL.Query().Get("download") != "")
+	c.serveObject(w, r, file, download)
 }
 
 // serveObject serves a local stage object with http.ServeContent, which
