@@ -48,6 +48,7 @@ type Console struct {
 	log      *slog.Logger
 	tokens   *auth.TokenSet
 	sessions *sessionStore
+	throttle *signInThrottle
 	pages    pages
 	mux      *http.ServeMux
 }
@@ -65,7 +66,7 @@ func New(cfg Config) (*Console, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Console{cfg: cfg, log: logger, tokens: auth.NewTokenSet(cfg.Tokens), sessions: newSessionStore(maxSessions), pages: pg}
+	c := &Console{cfg: cfg, log: logger, tokens: auth.NewTokenSet(cfg.Tokens), sessions: newSessionStore(maxSessions), throttle: newSignInThrottle(), pages: pg}
 	c.routes()
 	return c, nil
 }

@@ -420,3 +420,35 @@ func TestSessionsPerTokenAreBounded(t *testing.T) {
 		t.Error("another token's session was pushed out")
 	}
 }
+
+// TestWrongTokensAreThrottled: after maxSignInFailures wrong tokens from
+// one address, that address gets 429 (even with the right token) until
+// the window passes; another address is not held back.
+func TestWrongTokensAreThrottled(t *testing.T) {
+	r := newRig(t, readTokens(), nil)
+	for i := range maxSignInFailures {
+		if resp, _ := r.post("/signin", url.Values{"token": {"wrong-token-0123456789"}}, ""); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d: %d, want 401", i+1, resp.StatusCode)
+		}
+	}
+	resp := r.signIn(readToken)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || len(resp.Cookies()) != 0 {
+		t.Fatalf("the right token after %d wrong ones: %d, Retry-After %q, cookies %v; want 429 and no session",
+			maxSignInFailures, resp.StatusCode, resp.Header.Get("Retry-After"), resp.Cookies())
+	}
+
+	th := newSignInThrottle()
+	now := time.Now()
+	for range maxSignInFailures {
+		th.failed("10.0.0.1", now)
+	}
+	if ok, _ := th.allowed("10.0.0.1", now); ok {
+		t.Error("the throttled address may try again at once")
+	}
+	if ok, _ := th.allowed("10.0.0.2", now); !ok {
+		t.Error("another address is throttled too")
+	}
+	if ok, _ := th.allowed("10.0.0.1", now.Add(signInWindow)); !ok {
+		t.Error("the address is still throttled after the window")
+	}
+}

@@ -3,6 +3,7 @@ package console
 import (
 	"crypto/sha256"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -32,9 +33,16 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
+	host, now := clientHost(r.RemoteAddr), time.Now()
+	if ok, wait := c.throttle.allowed(host, now); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		c.render(w, r, http.StatusTooManyRequests, "signin", signInData{Next: next, Error: "Too many wrong tokens from this address. Wait a minute and try again."})
+		return
+	}
 	tok := strings.TrimSpace(r.PostFormValue("token"))
 	scope, ok := c.tokens.Match(tok)
 	if tok == "" || !ok {
+		c.throttle.failed(host, now)
 		c.log.Info("console sign-in refused", "remote", r.RemoteAddr)
 		c.render(w, r, http.StatusUnauthorized, "signin", signInData{Next: next, Error: "That token is not valid for this lake. Check it and try again."})
 		return
