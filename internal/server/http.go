@@ -69,6 +69,12 @@ func (s *Server) serveHTTP(cfg Config, tokens []auth.Token) {
 		con, err := s.query.Console(context.Background(), tokens)
 		if err != nil {
 			s.log.Error("the web console is off", "err", err)
+		} else {
+			scheme := "http"
+			if cfg.TLSCert != "" {
+				scheme = "https"
+			}
+			s.log.Info("web console ready", "url", scheme+"://"+s.http.Addr().String()+"/")
 		}
 		s.http.SetHandler(guardOpen(tokens, s.query.HTTPHandler(query.HTTPConfig{
 			Gatherers: gatherers, Ready: ready, Tokens: tokens, OpenMetrics: cfg.HTTPOpenMetrics, Console: con,
