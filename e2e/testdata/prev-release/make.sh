@@ -3,8 +3,8 @@
 # local stage and its metadata index) as an earlier release left it, for
 # TestStageOfThePreviousRelease. Run it with that release's binary:
 #
-#   git worktree add /tmp/prev <commit> && (cd /tmp/prev && go build -tags duckdb_arrow -o /tmp/lake-prev .)
-#   e2e/testdata/prev-release/make.sh /tmp/lake-prev e2e/testdata/prev-release/data.tar.gz
+#   git worktree add ../lake-prev <commit> && (cd ../lake-prev && go build -tags duckdb_arrow -o lake .)
+#   e2e/testdata/prev-release/make.sh ../lake-prev/lake e2e/testdata/prev-release/data.tar.gz
 #
 # The data directory holds two tables:
 #   clips: a.txt, b.bin, c.json put one by one (versions 1-3), c.json
