@@ -21,11 +21,10 @@ import (
 // getOptions are the flags of `lake get`.
 type getOptions struct {
 	endpointOptions
-	table     string
-	key       string
-	out       string
-	version   int64
-	atVersion bool // --version was given
+	table   string
+	key     string
+	out     string
+	version versionFlag
 }
 
 func (o *getOptions) addFlags(cmd *cobra.Command) {
@@ -34,7 +33,7 @@ func (o *getOptions) addFlags(cmd *cobra.Command) {
 	f.StringVarP(&o.table, "table", "t", "", "table holding the file's row (required)")
 	f.StringVar(&o.key, "key", "", "the file's object key, as lake put printed it (required)")
 	f.StringVarP(&o.out, "output", "o", "", `where to write the file; "-" for standard output (required)`)
-	f.Int64Var(&o.version, "version", 0, "find the row in this version of the table (time travel); it may have been deleted since")
+	o.version.addFlag(cmd, "find the row in this version of the table (time travel); it may have been deleted since")
 	for _, name := range []string{"table", "key", "output"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
@@ -68,9 +67,8 @@ version never committed.` + endpointHelp,
   lake get -t videos --key objects/2024/05/0190…/clip.mp4 -o - | ffprobe -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.atVersion = cmd.Flags().Changed("version")
-			if o.atVersion && o.version < 0 {
-				return fmt.Errorf("%w: --version must not be negative", errUsage)
+			if err := o.version.parse(cmd); err != nil {
+				return err
 			}
 			c, err := o.connect(cmd.Context(), g)
 			if err != nil {
@@ -101,10 +99,7 @@ func runGet(ctx context.Context, c *client.Client, o *getOptions, stdout io.Writ
 // a read URL the metadata service signs when this process is not expected
 // to reach the stage itself, else straight from the stage.
 func openForGet(ctx context.Context, c *client.Client, o *getOptions) (io.ReadCloser, error) {
-	var version *int64
-	if o.atVersion {
-		version = &o.version
-	}
+	version := o.version.at()
 	if readsThroughURL(ctx, c.Stage()) {
 		rc, _, err := c.OpenURL(ctx, o.table, o.key, client.URLReadOptions{Version: version})
 		return rc, err

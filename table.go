@@ -199,13 +199,12 @@ func runTableLs(ctx context.Context, c *client.Client, w io.Writer) error {
 // tableDescribeOptions are the flags of `lake table describe`.
 type tableDescribeOptions struct {
 	endpointOptions
-	version   int64
-	atVersion bool // --version was given
+	version versionFlag
 }
 
 func (o *tableDescribeOptions) addFlags(cmd *cobra.Command) {
 	o.endpointOptions.addFlags(cmd)
-	cmd.Flags().Int64Var(&o.version, "version", 0, "describe this version of the table (time travel): its rows and data files then")
+	o.version.addFlag(cmd, "describe this version of the table (time travel): its rows and data files then")
 }
 
 func newTableDescribeCommand(g *globalOptions) *cobra.Command {
@@ -222,17 +221,16 @@ found).` + endpointHelp,
   lake table describe videos --version 3`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.atVersion = cmd.Flags().Changed("version")
-			if o.atVersion && o.version < 0 {
-				return fmt.Errorf("%w: --version must not be negative", errUsage)
+			if err := o.version.parse(cmd); err != nil {
+				return err
 			}
 			c, err := o.connect(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			if o.atVersion {
-				return runTableDescribeVersion(cmd.Context(), c, args[0], o.version, cmd.OutOrStdout())
+			if v := o.version.at(); v != nil {
+				return runTableDescribeVersion(cmd.Context(), c, args[0], *v, cmd.OutOrStdout())
 			}
 			return runTableDescribe(cmd.Context(), c, args[0], cmd.OutOrStdout())
 		},

@@ -16,12 +16,11 @@ import (
 // urlOptions are the flags of `lake url`.
 type urlOptions struct {
 	endpointOptions
-	table     string
-	key       string
-	expires   time.Duration
-	json      bool
-	version   int64
-	atVersion bool // --version was given
+	table   string
+	key     string
+	expires time.Duration
+	json    bool
+	version versionFlag
 }
 
 func (o *urlOptions) addFlags(cmd *cobra.Command) {
@@ -31,7 +30,7 @@ func (o *urlOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.key, "key", "", "the object's FILE key (required)")
 	f.DurationVar(&o.expires, "expires", 0, "how long the URL works, e.g. 1h (default 15m; at most the server's --url-max-expiry)")
 	f.BoolVar(&o.json, "json", false, "print the URL and its expiry as one JSON object")
-	f.Int64Var(&o.version, "version", 0, "the key's row must be in this version of the table (time travel); it may have been deleted since")
+	o.version.addFlag(cmd, "the key's row must be in this version of the table (time travel); it may have been deleted since")
 	_ = cmd.MarkFlagRequired("table")
 	_ = cmd.MarkFlagRequired("key")
 }
@@ -59,9 +58,8 @@ only where the stage directory is.` + endpointHelp,
 			if o.expires < 0 {
 				return fmt.Errorf("%w: --expires must be positive", errUsage)
 			}
-			o.atVersion = cmd.Flags().Changed("version")
-			if o.atVersion && o.version < 0 {
-				return fmt.Errorf("%w: --version must not be negative", errUsage)
+			if err := o.version.parse(cmd); err != nil {
+				return err
 			}
 			c, err := o.connect(cmd.Context(), g)
 			if err != nil {
@@ -85,8 +83,8 @@ type urlLine struct {
 func runURL(ctx context.Context, c *client.Client, o *urlOptions, w io.Writer) error {
 	var res *lakepb.ObjectUrl
 	var err error
-	if o.atVersion {
-		res, err = c.URLAt(ctx, o.table, o.key, o.expires, o.version)
+	if v := o.version.at(); v != nil {
+		res, err = c.URLAt(ctx, o.table, o.key, o.expires, *v)
 	} else {
 		res, err = c.URL(ctx, o.table, o.key, o.expires)
 	}
