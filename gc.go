@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakedata/lake/client"
+	"github.com/lakedata/lake/internal/humanize"
 	"github.com/lakedata/lake/wire/lakepb"
 )
 
@@ -84,7 +85,7 @@ func runGC(ctx context.Context, c *client.Client, o *gcOptions, w io.Writer) err
 		name string
 		c    *lakepb.GcCount
 	}{{"data files", res.GetDataFiles()}, {"objects", res.GetObjects()}, {"uploads", res.GetUploads()}, {"temp files", res.GetTempFiles()}} {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", k.name, k.c.GetCount(), humanBytes(k.c.GetBytes()))
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", k.name, k.c.GetCount(), humanize.Bytes(k.c.GetBytes()))
 	}
 	fmt.Fprintf(tw, "objects kept, referenced\t%d\t\n", res.GetReferencedObjects())
 	return tw.Flush()

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lakedata/lake/client"
+	"github.com/lakedata/lake/internal/humanize"
 )
 
 // isTerminal reports whether f is a terminal, where a redrawn progress bar
@@ -118,7 +119,7 @@ func (p *progress) line(now time.Time, bar bool) string {
 	if p.filesTotal > 0 {
 		fmt.Fprintf(&b, " %d/%d files", p.files, p.filesTotal)
 	}
-	fmt.Fprintf(&b, " %s/%s %s/s", humanBytes(p.done), humanBytes(p.total), humanBytes(int64(rate)))
+	fmt.Fprintf(&b, " %s/%s %s/s", humanize.Bytes(p.done), humanize.Bytes(p.total), humanize.Bytes(int64(rate)))
 	if p.filesTotal > 0 && elapsed > 0 {
 		fmt.Fprintf(&b, " %.0f files/s", float64(p.files)/elapsed)
 	}
@@ -133,17 +134,4 @@ func (p *progress) line(now time.Time, bar bool) string {
 		fmt.Fprintf(&b, " (resumed: %d parts verified)", p.resumed)
 	}
 	return b.String()
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

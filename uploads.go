@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakedata/lake/client"
+	"github.com/lakedata/lake/internal/humanize"
 	"github.com/lakedata/lake/objects/checkpoint"
 )
 
@@ -85,7 +86,7 @@ func printUploads(w io.Writer, entries []checkpoint.Entry, now time.Time) error 
 		case cp.Completed:
 			state = "uploaded, row not yet committed: run the same lake put"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", cp.Source.Path, orDash(cp.Table), humanBytes(cp.Source.Size),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", cp.Source.Path, orDash(cp.Table), humanize.Bytes(cp.Source.Size),
 			done, total, now.Sub(cp.UpdatedAt).Round(time.Second), state)
 	}
 	return tw.Flush()

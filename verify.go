@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lakedata/lake/client"
+	"github.com/lakedata/lake/internal/humanize"
 	"github.com/lakedata/lake/wire/lakepb"
 )
 
@@ -110,7 +111,7 @@ func runVerify(ctx context.Context, c *client.Client, o *verifyOptions, stdout i
 		}
 	} else if rep.OK() {
 		fmt.Fprintf(stdout, "%s version %d: %d objects, %s, all match their rows (%s)\n",
-			rep.Table, rep.Version, rep.Objects, humanBytes(rep.BytesRead), rep.Elapsed.Round(time.Millisecond))
+			rep.Table, rep.Version, rep.Objects, humanize.Bytes(rep.BytesRead), rep.Elapsed.Round(time.Millisecond))
 	} else {
 		writeMismatches(stdout, rep.Mismatches)
 	}

@@ -597,21 +597,14 @@ func (c *Client) checkpointPath(abs, table string) string {
 // checkpoint.ErrInProgress; a record of a put to another stage with
 // checkpoint.ErrBindingMismatch.
 func (c *Client) ForgetPuts(path string) (int, error) {
-	abs, err := filepath.Abs(path)
+	abs, entries, err := c.uploadsOf(path)
 	if err != nil {
 		return 0, err
-	}
-	if canon, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = canon // the file may be gone; then its path as given
-	}
-	entries, err := ListUploads(c.checkpointDir)
-	if err != nil {
-		return 0, fmt.Errorf("client: list uploads: %w", err)
 	}
 	n := 0
 	for _, e := range entries {
 		cp := e.Checkpoint
-		if cp == nil || cp.Kind != checkpoint.KindSingle || cp.Source.Path != abs {
+		if cp.Kind != checkpoint.KindSingle {
 			continue
 		}
 		if filepath.Clean(e.Path) != filepath.Clean(c.checkpointPath(abs, cp.Table)) {

@@ -40,22 +40,12 @@ func ListUploads(dir string) ([]checkpoint.Entry, error) {
 // (objects.Resumer.Uploads): one of another stage fails with
 // checkpoint.ErrBindingMismatch rather than pass for no upload at all.
 func (c *Client) CancelUpload(ctx context.Context, path string) (int, error) {
-	abs, err := filepath.Abs(path)
+	_, entries, err := c.uploadsOf(path)
 	if err != nil {
 		return 0, err
 	}
-	if canon, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = canon // the file may be gone; then its path as given
-	}
-	entries, err := ListUploads(c.checkpointDir)
-	if err != nil {
-		return 0, fmt.Errorf("client: list uploads: %w", err)
-	}
 	n := 0
 	for _, e := range entries {
-		if e.Checkpoint == nil || e.Checkpoint.Source.Path != abs {
-			continue
-		}
 		if err := c.cancelOne(ctx, e.Path); err != nil {
 			return n, fmt.Errorf("client: cancel the upload of %s: %w", path, err)
 		}
@@ -65,6 +55,30 @@ func (c *Client) CancelUpload(ctx context.Context, path string) (int, error) {
 		return 0, fmt.Errorf("client: %s: %w", path, ErrNoUpload)
 	}
 	return n, nil
+}
+
+// uploadsOf returns the file at path as checkpoints name it (absolute,
+// symbolic links resolved when it still exists; else as given) and the
+// readable checkpoints of this client's directory that are of that file.
+func (c *Client) uploadsOf(path string) (string, []checkpoint.Entry, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", nil, err
+	}
+	if canon, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = canon // the file may be gone; then its path as given
+	}
+	entries, err := ListUploads(c.checkpointDir)
+	if err != nil {
+		return "", nil, fmt.Errorf("client: list uploads: %w", err)
+	}
+	var of []checkpoint.Entry
+	for _, e := range entries {
+		if e.Checkpoint != nil && e.Checkpoint.Source.Path == abs {
+			of = append(of, e)
+		}
+	}
+	return abs, of, nil
 }
 
 // cancelOne: load and lock → validate the binding → abort → remove.

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/lakedata/lake/internal/humanize"
 	"github.com/lakedata/lake/wire"
 	"github.com/lakedata/lake/wire/lakepb"
 )
@@ -90,7 +91,7 @@ func (c *Console) filePage(w http.ResponseWriter, r *http.Request) {
 	file := u.GetFile()
 	base := "/tables/" + url.PathEscape(f.table)
 	d := fileData{
-		Table: f.table, Key: f.key, File: file, Kind: kindOf(file.GetContentType(), f.key), Size: humanBytes(file.GetSize()),
+		Table: f.table, Key: f.key, File: file, Kind: kindOf(file.GetContentType(), f.key), Size: humanize.Bytes(file.GetSize()),
 		Raw: base + "/raw?" + f.query(), Download: base + "/raw?" + f.query() + "&download=1", TableURL: base,
 	}
 	if d.Kind == kindText || d.Kind == kindJSON {

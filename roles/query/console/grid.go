@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/lakedata/lake/internal/humanize"
 	"github.com/lakedata/lake/wire"
 )
 
@@ -133,7 +134,7 @@ func fileCellOf(v wire.FileValue, link fileLinker) cell {
 	v.Key, v.ContentType = strings.Clone(v.Key), strings.Clone(v.ContentType)
 	preview, raw := link(v.Key)
 	return cell{Text: v.Key, File: &fileCell{
-		Key: v.Key, Size: humanBytes(v.Size), ContentType: v.ContentType,
+		Key: v.Key, Size: humanize.Bytes(v.Size), ContentType: v.ContentType,
 		Kind: kindOf(v.ContentType, v.Key), Preview: preview, Raw: raw,
 	}}
 }

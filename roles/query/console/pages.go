@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"net/http"
 	"time"
+
+	"github.com/lakedata/lake/internal/humanize"
 )
 
 // The templates and the static files are part of the binary: the console
@@ -26,7 +28,7 @@ var pageNames = []string{"signin", "tables", "table", "sql", "file", "error"}
 type pages map[string]*template.Template
 
 var funcs = template.FuncMap{
-	"bytes":  humanBytes,
+	"bytes":  humanize.Bytes,
 	"micros": func(us int64) string { return formatTime(time.UnixMicro(us)) },
 	"inc":    func(i int) int { return i + 1 },
 }
@@ -112,19 +114,6 @@ func staticHandler() http.Handler {
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		files.ServeHTTP(w, r)
 	})
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
