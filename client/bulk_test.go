@@ -355,7 +355,11 @@ func TestPutFilesRefuses(t *testing.T) {
 	if n := len(f.objectFiles()); n != 0 {
 		t.Errorf("%d objects uploaded by refused runs", n)
 	}
-	if info, _ := c.Describe(ctx, "t"); info.GetRows() != 0 {
+	info, err := c.Describe(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.GetRows() != 0 {
 		t.Errorf("%d rows committed by refused runs", info.GetRows())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,12 +39,23 @@ func BenchmarkConsoleTablePage(b *testing.B) {
 	b.Run("browser", func(b *testing.B) {
 		ctx := newBrowser(b)
 		browse(b, ctx, chromedp.Navigate(page)) // warm: the first view of every asset
+		isTablePage := func() {
+			b.Helper()
+			if loc := get(b, ctx, chromedp.Location()); loc != page {
+				b.Fatalf("the browser is at %s, not the table page", loc)
+			}
+			if h := get(b, ctx, chromedp.Text(chromedp.CSS("h1"))); !strings.Contains(h, "bench") {
+				b.Fatalf("the page shows %q, not the table bench", h)
+			}
+		}
+		isTablePage()
 		var took []time.Duration
 		for b.Loop() {
 			start := time.Now()
 			browse(b, ctx, chromedp.Navigate(page))
 			took = append(took, time.Since(start))
 		}
+		isTablePage() // what was timed was the table, not an error page
 		reportPercentiles(b, took)
 	})
 

@@ -155,6 +155,9 @@ func BenchmarkPresignedPut(b *testing.B) {
 	put(noCreds, presigned)(first, "again.bin")
 	took := time.Since(start)
 	again := settle(proxy) - before
+	if again >= 1<<20 {
+		b.Fatalf("the same content again sent %d bytes: it was not deduplicated", again)
+	}
 	b.ReportMetric(took.Seconds(), "again-s")
 	b.ReportMetric(float64(again), "again-bytes")
 	b.Logf("the same %d MiB again: %v, %d bytes sent", mib, took.Round(time.Millisecond), again)
@@ -162,9 +165,13 @@ func BenchmarkPresignedPut(b *testing.B) {
 	// Fresh content of a size the lake already holds: hashed first.
 	same := filepath.Join(dir, "same-size.bin")
 	writeRandom(b, same, size, 99)
+	before = settle(proxy)
 	start = time.Now()
 	put(noCreds, presigned)(same, "same-size.bin")
 	hashFirst := float64(size) / time.Since(start).Seconds() / 1e6
+	if sent := settle(proxy) - before; sent < size {
+		b.Fatalf("fresh content of a known size sent %d bytes of %d: it was taken for a duplicate", sent, size)
+	}
 	b.ReportMetric(hashFirst, "hash-first-MB/s")
 	b.Logf("fresh content of a size the lake holds (hashed before the upload): %.1f MB/s", hashFirst)
 }

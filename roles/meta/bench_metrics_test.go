@@ -115,8 +115,15 @@ func BenchmarkMetricsRecord(b *testing.B) {
 	m := f.svc.metrics
 	res := &lakepb.AppendResult{Version: 1}
 	began := time.Now()
+	appends := func() float64 { return sample(b, f.svc.Gatherer(), "lake_meta_appends_total", "outcome=ok") }
+	before := appends()
+	n := 0
 	for b.Loop() {
 		m.appended(began, res, nil)
 		m.committed("append", time.Millisecond, 1)
+		n++
+	}
+	if got := appends() - before; got != float64(n) {
+		b.Fatalf("the append counter rose by %v for %d appends: the cost measured is not of recording them", got, n)
 	}
 }

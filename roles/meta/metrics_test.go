@@ -17,7 +17,7 @@ import (
 // sample is the value of the metric name whose labels include every
 // name=value pair of labels: a counter's or gauge's value, a histogram's
 // sample count. A metric that is not there is a test failure.
-func sample(t *testing.T, g prometheus.Gatherer, name string, labels ...string) float64 {
+func sample(t testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
 	t.Helper()
 	fams, err := g.Gather()
 	if err != nil {
