@@ -53,6 +53,10 @@ type Granter interface {
 	// hex): the stage refuses a body with another SHA-256. It makes no
 	// request.
 	PresignPart(ctx context.Context, key, uploadID string, number int32, sha256 string, expires time.Duration) (url string, headers map[string]string, err error)
+	// GrantHeld checks that the stage still holds the upload, with one
+	// request however many parts it has: an unknown upload is
+	// ErrNotFound.
+	GrantHeld(ctx context.Context, key, uploadID string) error
 	// GrantParts returns the parts the stage holds for the upload, in
 	// part order. An unknown upload is ErrNotFound.
 	GrantParts(ctx context.Context, key, uploadID string) ([]GrantPart, error)

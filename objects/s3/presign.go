@@ -127,6 +127,25 @@ func (s *Store) GrantParts(ctx context.Context, key, uploadID string) ([]objects
 	return out, nil
 }
 
+// GrantHeld asks S3 for at most one part of the upload: a renewal needs
+// to know the upload is there, not its parts.
+func (s *Store) GrantHeld(ctx context.Context, key, uploadID string) error {
+	k, err := s.objectKey(key)
+	if err != nil {
+		return err
+	}
+	_, err = s.client.ListParts(ctx, &s3.ListPartsInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(k), UploadId: aws.String(uploadID), MaxParts: aws.Int32(1),
+	})
+	if err != nil {
+		if errorCode(err) == codeNoSuchUpload {
+			err = fmt.Errorf("%w: %w", objects.ErrNotFound, err)
+		}
+		return fail(ctx, "grant of", key, err)
+	}
+	return nil
+}
+
 // CompleteGrant publishes the upload from parts, if nothing is at key.
 func (s *Store) CompleteGrant(ctx context.Context, key, uploadID string, parts []objects.GrantPart) (objects.Info, error) {
 	k, err := s.objectKey(key)

@@ -196,9 +196,18 @@ func (s *Service) UploadRenew(ctx context.Context, req *lakepb.UploadRenewReques
 	if req.GetUploadId() == "" {
 		return s.renewSingle(ctx, g, req, expires)
 	}
-	held, err := grantParts(ctx, g, req.GetKey(), req.GetUploadId())
-	if err != nil {
-		return nil, err
+	// A resume asks for the parts the stage holds; a renewal of URLs only
+	// needs the upload to be there, which one small request tells (the
+	// list would be pages of parts for every URL of a long upload).
+	var held []objects.GrantPart
+	if req.GetListParts() {
+		if held, err = grantParts(ctx, g, req.GetKey(), req.GetUploadId()); err != nil {
+			return nil, err
+		}
+	} else if err := g.GrantHeld(ctx, req.GetKey(), req.GetUploadId()); errors.Is(err, objects.ErrNotFound) {
+		return nil, fmt.Errorf("%w: at %s", wire.ErrUploadNotFound, req.GetKey())
+	} else if err != nil {
+		return nil, fmt.Errorf("meta: the upload at %s: %w", req.GetKey(), err)
 	}
 	urls, at, err := signParts(ctx, g, req.GetKey(), req.GetUploadId(), req.GetParts(), expires)
 	if err != nil {
@@ -268,10 +277,9 @@ func (s *Service) UploadComplete(ctx context.Context, req *lakepb.UploadComplete
 	if err := checkParts(parts, size, g.GrantPartSize()); err != nil {
 		return nil, fmt.Errorf("meta: complete %s: %w", key, err)
 	}
-	if _, err := g.CompleteGrant(ctx, key, req.GetUploadId(), parts); err != nil {
-		return nil, fmt.Errorf("meta: complete %s: %w", key, err)
-	}
-	info, err := s.store.Stat(ctx, key)
+	// CompleteGrant answers the object it published from exactly these
+	// parts (their sizes add up to size, checked above): no HEAD after it.
+	info, err := g.CompleteGrant(ctx, key, req.GetUploadId(), parts)
 	if err != nil {
 		return nil, fmt.Errorf("meta: complete %s: %w", key, err)
 	}
