@@ -109,11 +109,10 @@ type gcFence struct {
 type refSet struct {
 	objects   map[string]bool
 	dataFiles map[string]bool
-	keysOf    map[string][]string // data file → the object keys its rows name
 }
 
 func newRefSet() *refSet {
-	return &refSet{objects: map[string]bool{}, dataFiles: map[string]bool{}, keysOf: map[string][]string{}}
+	return &refSet{objects: map[string]bool{}, dataFiles: map[string]bool{}}
 }
 
 // GC frees what no retained version references (DESIGN §11).
