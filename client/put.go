@@ -522,26 +522,16 @@ func (c *Client) Append(ctx context.Context, table string, rec arrow.RecordBatch
 	if cmd.CommitId == "" {
 		cmd.CommitId = uuid.NewString()
 	}
-	giveUp := time.Now().Add(appendRetryFor)
-	pause := appendBackoff
-	for attempt := 1; ; attempt++ {
-		res, err := flightrpc.Append(ctx, c.fc, cmd, rec.Schema(), []arrow.RecordBatch{rec})
-		if err == nil {
-			return res, nil
-		}
-		err = remoteError(err)
-		if !retryable(err) || ctx.Err() != nil || time.Now().Add(pause).After(giveUp) {
-			return nil, fmt.Errorf("client: append to %s: %w", table, err)
-		}
-		c.log.Warn("append failed; resending with the same commit id",
-			"table", table, "commit_id", cmd.CommitId, "attempt", attempt, "pause", pause, "err", err)
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
-			return nil, fmt.Errorf("client: append to %s: %w (after: %v)", table, ctx.Err(), err)
-		}
-		pause = min(2*pause, appendMaxBackoff)
+	var res *lakepb.AppendResult
+	err := c.retryAmbiguous(ctx, "append to "+table, cmd.CommitId, func() error {
+		var err error
+		res, err = flightrpc.Append(ctx, c.fc, cmd, rec.Schema(), []arrow.RecordBatch{rec})
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return res, nil
 }
 
 // canonicalPath is the absolute path with symbolic links resolved, so one
