@@ -338,10 +338,23 @@ func (s *Service) Snapshot(ctx context.Context, req *lakepb.SnapshotRequest) (*l
 	if version == nil || *version == head {
 		snap.Version = head
 		snap.Files = append([]*lakepb.DataFile(nil), t.files...)
+		snap.CommittedAtUnixMicros = t.headAt
 		t.mu.Unlock()
+		if snap.CommittedAtUnixMicros != 0 {
+			return snap, nil
+		}
+		// Not known since this node loaded the table: read it once.
 		at, err := s.committedAt(ctx, t, head)
+		if err != nil {
+			return nil, err
+		}
+		t.mu.Lock()
+		if t.head == head {
+			t.headAt = at
+		}
+		t.mu.Unlock()
 		snap.CommittedAtUnixMicros = at
-		return snap, err
+		return snap, nil
 	}
 	t.mu.Unlock()
 	if *version < 0 || *version > head {

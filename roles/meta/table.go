@@ -32,8 +32,11 @@ type table struct {
 	// retainFrom is the oldest version that can be read (expire.go).
 	retainFrom int64
 	head       int64
-	files      []*lakepb.DataFile // data files of the head version, in order
-	rows       int64              // rows of the head version
+	// headAt is when head committed (Unix µs); 0 until known (a table
+	// loaded from the index learns it at its first snapshot).
+	headAt int64
+	files  []*lakepb.DataFile // data files of the head version, in order
+	rows   int64              // rows of the head version
 }
 
 func (t *table) row() tableRow {
@@ -63,7 +66,7 @@ func (t *table) advance(recs []*logRecord) int64 {
 		}
 		t.files = r.applyFiles(t.files)
 		t.rows += r.Rows
-		t.head = r.Version
+		t.head, t.headAt = r.Version, r.CommittedAt.UnixMicro()
 		t.retainFrom = max(t.retainFrom, r.RetainFrom)
 	}
 	return t.head - before
@@ -80,7 +83,7 @@ func (t *table) jump(c *checkpointRecord) int64 {
 		return 0
 	}
 	before := t.head
-	t.head, t.files, t.rows = c.Version, c.protoFiles(), c.Rows
+	t.head, t.headAt, t.files, t.rows = c.Version, c.CommittedAt.UnixMicro(), c.protoFiles(), c.Rows
 	t.retainFrom = max(t.retainFrom, c.RetainFrom)
 	return t.head - before
 }
