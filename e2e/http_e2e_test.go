@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/lakedata/lake/client"
+	"github.com/lakedata/lake/internal/tcpproxy"
 	"github.com/lakedata/lake/internal/wiretest"
 )
 
@@ -198,15 +197,15 @@ func TestReadyzFollowerCatchUp(t *testing.T) {
 	c := newHACluster(t, 2, haTTL)
 	c.start(0)
 	leader := c.waitLeader(c.metas[0].addr, 15*time.Second)
-	stall := startHoldProxy(t, strings.TrimPrefix(c.gw.Endpoint, "http://"))
+	stall := tcpproxy.Start(t, strings.TrimPrefix(c.gw.Endpoint, "http://"))
 	f := c.metas[1]
 	f.p = startLake(t, "serve", "--role=meta", "--listen", f.addr, "--data-dir", f.dataDir,
-		"--stage", "s3://"+c.bucket+"/lake", "--s3-endpoint", "http://"+stall.addr,
+		"--stage", "s3://"+c.bucket+"/lake", "--s3-endpoint", "http://"+stall.Addr,
 		"--etcd", c.etcd.Endpoint, "--session-ttl", c.ttl.String(), "--http-listen", "127.0.0.1:0")
 	readyz := "http://" + f.p.HTTPAddr() + "/readyz"
 	waitStatus(t, readyz, http.StatusOK, "", 20*time.Second)
 
-	stall.hold()
+	stall.Hold()
 	ctx := withTimeout(t, 2*time.Minute)
 	cl, err := client.Connect(ctx, "grpc://"+leader)
 	if err != nil {
@@ -232,7 +231,7 @@ func TestReadyzFollowerCatchUp(t *testing.T) {
 		t.Errorf("follower reports lake_meta_leader %v", got)
 	}
 
-	stall.release()
+	stall.Release()
 	// One more commit, so a catch-up that gave up while held is asked
 	// for again.
 	rec := wiretest.FileRow("after", seed)
@@ -284,97 +283,6 @@ func waitStatusAs(t testing.TB, url, token string, want int, substr string, with
 	}
 	t.Fatalf("%s did not answer %d %q within %v; last %d %q", url, want, substr, within, code, body)
 	return ""
-}
-
-// holdProxy forwards TCP connections to a target on loopback and can hold
-// what clients send, on open connections and new ones alike, until
-// released: a stalled network, without freezing either side's process.
-type holdProxy struct {
-	addr string
-
-	mu    sync.Mutex
-	open  chan struct{} // closed while traffic flows
-	conns []net.Conn
-}
-
-func startHoldProxy(t testing.TB, target string) *holdProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &holdProxy{addr: ln.Addr().String(), open: make(chan struct{})}
-	close(p.open)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			wg.Go(func() { p.forward(up, c); up.Close() })
-			wg.Go(func() { io.Copy(c, up); c.Close() })
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		p.release()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		wg.Wait()
-	})
-	return p
-}
-
-// forward copies what the client sends, waiting at every chunk while held.
-func (p *holdProxy) forward(dst io.Writer, src io.Reader) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			open := p.open
-			p.mu.Unlock()
-			<-open
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *holdProxy) hold() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.open:
-		p.open = make(chan struct{})
-	default: // held already
-	}
-}
-
-func (p *holdProxy) release() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.open:
-	default:
-		close(p.open)
-	}
 }
 
 // BenchmarkMetricsScrape measures /metrics of a real `lake serve` holding

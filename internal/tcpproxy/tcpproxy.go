@@ -22,7 +22,8 @@ type Proxy struct {
 	ln    net.Listener
 	mu    sync.Mutex
 	conns []net.Conn
-	next  time.Time // under mu: when the next paced chunk may go
+	next  time.Time     // under mu: when the next paced chunk may go
+	open  chan struct{} // under mu: closed while client bytes flow (Hold, Release)
 	wg    sync.WaitGroup
 }
 
@@ -33,7 +34,8 @@ func Start(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{Addr: ln.Addr().String(), ln: ln}
+	p := &Proxy{Addr: ln.Addr().String(), ln: ln, open: make(chan struct{})}
+	close(p.open)
 	p.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
@@ -60,6 +62,7 @@ func Start(t testing.TB, target string) *Proxy {
 	})
 	t.Cleanup(func() {
 		ln.Close()
+		p.Release()
 		p.mu.Lock()
 		for _, c := range p.conns {
 			c.Close()
@@ -81,9 +84,38 @@ func (p *Proxy) Reset() { p.sent.Store(0) }
 // last as long as it needs.
 func (p *Proxy) SetRate(bytesPerSec int64) { p.rate.Store(bytesPerSec) }
 
-// pace waits until n more bytes fit the rate. Connections share one
+// Hold stops what clients send, on open connections and new ones alike,
+// until Release: a stalled network, without freezing either side's
+// process.
+func (p *Proxy) Hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+		p.open = make(chan struct{})
+	default: // held already
+	}
+}
+
+// Release lets held bytes go on.
+func (p *Proxy) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+	default:
+		close(p.open)
+	}
+}
+
+// pace waits while the proxy is held, then until n more bytes fit the
+// rate. Connections share one
 // schedule: each claims the next slot of n/rate seconds.
 func (p *Proxy) pace(n int) {
+	p.mu.Lock()
+	open := p.open
+	p.mu.Unlock()
+	<-open
 	rate := p.rate.Load()
 	if rate <= 0 {
 		return

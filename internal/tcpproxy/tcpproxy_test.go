@@ -77,3 +77,43 @@ func TestSetRateSlowsClients(t *testing.T) {
 		t.Fatalf("256 KiB at 1 MiB/s crossed in %v", d)
 	}
 }
+
+// TestHoldStopsClientsUntilRelease: bytes sent while the proxy is held do
+// not reach the target until it is released.
+func TestHoldStopsClientsUntilRelease(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		b := make([]byte, 4)
+		io.ReadFull(c, b)
+		got <- b
+		c.Close()
+	}()
+	p := Start(t, ln.Addr().String())
+	c, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p.Hold()
+	if _, err := c.Write([]byte("held")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-got:
+		t.Fatalf("the target got %q while the proxy was held", b)
+	case <-time.After(300 * time.Millisecond):
+	}
+	p.Release()
+	if b := <-got; string(b) != "held" {
+		t.Fatalf("after the release the target got %q", b)
+	}
+}
