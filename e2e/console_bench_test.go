@@ -59,6 +59,24 @@ func BenchmarkConsoleTablePage(b *testing.B) {
 		reportPercentiles(b, took)
 	})
 
+	// The browser's own cost of a navigation: to a bare stylesheet of the
+	// console, which runs no script and renders nothing of the table.
+	b.Run("browser-css", func(b *testing.B) {
+		ctx := newBrowser(b)
+		css := l.base + "/static/console.css"
+		browse(b, ctx, chromedp.Navigate(css))
+		var took []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			browse(b, ctx, chromedp.Navigate(css))
+			took = append(took, time.Since(start))
+		}
+		if loc := get(b, ctx, chromedp.Location()); loc != css {
+			b.Fatalf("the browser is at %s, not the stylesheet", loc)
+		}
+		reportPercentiles(b, took)
+	})
+
 	b.Run("http", func(b *testing.B) {
 		var took []time.Duration
 		for b.Loop() {

@@ -144,7 +144,11 @@ func (l *benchLake) put(fs benchFiles) func(round int) {
 		l.tables++
 		table := fmt.Sprintf("put%d", l.tables)
 		runLakeBench(l.b, "table", "create", table, "--endpoint", l.endpoint)
-		runLakeBench(l.b, "put", "-r", fs.dir, "--table", table, "--no-progress", "--endpoint", l.endpoint)
+		args := []string{"put", "-r", fs.dir, "--table", table, "--no-progress", "--endpoint", l.endpoint}
+		if jobs := os.Getenv("LAKE_BENCH_JOBS"); jobs != "" {
+			args = append(args, "--jobs", jobs) // the default (8) otherwise
+		}
+		runLakeBench(l.b, args...)
 	}
 }
 

@@ -3,6 +3,7 @@ package checkpoint_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -205,4 +206,42 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// BenchmarkRunSave is the cost of one save of a bulk put's run checkpoint
+// that has committed 300,000 files in batches of 256 and has one batch
+// pending: every batch of such a run pays it once (docs/operations.md,
+// "Bulk puts").
+func BenchmarkRunSave(b *testing.B) {
+	const files, batch = 300_000, 256
+	r := validRun()
+	r.Committed = nil
+	for i := 0; i < files; i += batch {
+		c := checkpoint.CommittedBatch{CommitID: fmt.Sprintf("c-%d", i), TableVersion: int64(i/batch + 1)}
+		for j := i; j < min(files, i+batch); j++ {
+			c.Paths = append(c.Paths, fmt.Sprintf("/home/ann/frames/%07d.jpg", j))
+		}
+		r.Committed = append(r.Committed, c)
+	}
+	s, err := checkpoint.OpenRun(filepath.Join(b.TempDir(), "bench.run"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for b.Loop() {
+		if err := s.Save(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	got, err := s.Load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, c := range got.Committed {
+		n += len(c.Paths)
+	}
+	if n != files {
+		b.Fatalf("the saved run holds %d committed files, want %d", n, files)
+	}
 }

@@ -423,7 +423,8 @@ func (s *Store) syncUp(dir string) error {
 // already lets concurrent fsyncs share a journal commit, and returns at
 // once when another's commit has covered the entry. Making a put wait
 // for an fsync already running, to share the next, was measured slower
-// with 8 puts at a time.
+// with 8 puts at a time (docs/benchmarks.md, "Tried and dropped"; that
+// variant is not in the tree).
 func (s *Store) syncDir(dir string) (fs.FileInfo, error) {
 	d, err := s.root.Open(dir)
 	if err != nil {
