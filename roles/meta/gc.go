@@ -351,22 +351,8 @@ func (s *Service) addDataFile(ctx context.Context, t *table, key string, refs *r
 		return nil
 	}
 	refs.dataFiles[key] = true
-	fileCols := t.fileCols
-	if len(fileCols) == 0 {
-		return nil
-	}
-	err := s.readRows(ctx, t, key, func(rec arrow.RecordBatch) error {
-		for _, c := range fileCols {
-			values, valid, err := wire.FileValues(rec.Column(c))
-			if err != nil {
-				return err
-			}
-			for i, v := range values {
-				if valid[i] {
-					refs.objects[v.Key] = true
-				}
-			}
-		}
+	err := s.eachFileValue(ctx, t, key, func(_ arrow.RecordBatch, _, _ int, v wire.FileValue) error {
+		refs.objects[v.Key] = true
 		return nil
 	})
 	if err != nil {

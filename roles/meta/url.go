@@ -151,24 +151,12 @@ func checkDownloadName(name string) error {
 // a row of files (data files of t), and whether there is one. It reads the
 // data files until it finds it.
 func (s *Service) rowsName(ctx context.Context, t *table, files []*lakepb.DataFile, key string) (wire.FileValue, bool, error) {
-	fileCols := t.fileCols
-	if len(fileCols) == 0 {
-		return wire.FileValue{}, false, nil
-	}
 	var found wire.FileValue
 	for _, f := range files {
-		err := s.readRows(ctx, t, f.GetKey(), func(rec arrow.RecordBatch) error {
-			for _, c := range fileCols {
-				values, valid, err := wire.FileValues(rec.Column(c))
-				if err != nil {
-					return err
-				}
-				for i, v := range values {
-					if valid[i] && v.Key == key {
-						found = v
-						return errKeyFound
-					}
-				}
+		err := s.eachFileValue(ctx, t, f.GetKey(), func(_ arrow.RecordBatch, _, _ int, v wire.FileValue) error {
+			if v.Key == key {
+				found = v
+				return errKeyFound
 			}
 			return nil
 		})

@@ -121,7 +121,9 @@ func (s *Service) addedFiles(ctx context.Context, t *table, from, to int64) ([]f
 }
 
 // objectsOf lists the distinct objects named by the rows of files, sorted
-// by key, with their claims in row order.
+// by key, with their claims in row order. It walks the records itself, not
+// through eachFileValue, since a claim names its row in the whole file
+// and the row's name.
 func (s *Service) objectsOf(ctx context.Context, t *table, files []fileAt) ([]verifyObject, error) {
 	fileCols := t.fileCols
 	nameCol := -1
@@ -178,6 +180,32 @@ func (s *Service) objectsOf(ctx context.Context, t *table, files []fileAt) ([]ve
 }
 
 // readRows calls fn for the record batches of one data file of t.
+// eachFileValue calls fn with every FILE value that a row of the data
+// file at key holds, column by column of t's FILE columns within each
+// record: rec is the record, row the value's row in it, col its column.
+// An error of fn ends the walk and is returned.
+func (s *Service) eachFileValue(ctx context.Context, t *table, key string, fn func(rec arrow.RecordBatch, row, col int, v wire.FileValue) error) error {
+	if len(t.fileCols) == 0 {
+		return nil
+	}
+	return s.readRows(ctx, t, key, func(rec arrow.RecordBatch) error {
+		for _, c := range t.fileCols {
+			values, valid, err := wire.FileValues(rec.Column(c))
+			if err != nil {
+				return fmt.Errorf("column %q: %w", t.schema.Field(c).Name, err)
+			}
+			for i, v := range values {
+				if valid[i] {
+					if err := fn(rec, i, c, v); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	})
+}
+
 func (s *Service) readRows(ctx context.Context, t *table, key string, fn func(arrow.RecordBatch) error) error {
 	// Data files hold metadata rows only, so reading one whole is fine.
 	raw, err := objects.ReadAll(ctx, s.store, key)
