@@ -107,12 +107,14 @@ func grantFailpoint(s presigned.Step) {
 	}
 }
 
-// uploadedValue is the FILE value of an answered object.
+// uploadedValue is the FILE value of an answered object: a completed or
+// deduplicated upload, or the row a read URL names.
 func uploadedValue(f *lakepb.UploadedFile) wire.FileValue {
-	return wire.FileValue{
-		Key: f.GetKey(), Size: f.GetSize(), SHA256: f.GetSha256(), ContentType: f.GetContentType(),
-		ETag: f.GetEtag(), UploadedAt: time.UnixMicro(f.GetUploadedAtUnixMicros()).UTC(),
+	v := wire.FileValue{Key: f.GetKey(), Size: f.GetSize(), SHA256: f.GetSha256(), ContentType: f.GetContentType(), ETag: f.GetEtag()}
+	if at := f.GetUploadedAtUnixMicros(); at != 0 {
+		v.UploadedAt = time.UnixMicro(at).UTC()
 	}
+	return v
 }
 
 // objectGone reports an append refused because the FILE value it names

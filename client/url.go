@@ -84,7 +84,7 @@ func (c *Client) OpenURL(ctx context.Context, table, key string, opts URLReadOpt
 	if err != nil {
 		return nil, wire.FileValue{}, fmt.Errorf("client: read URL of %s in %s: %w", key, table, err)
 	}
-	v := answeredFileValue(res.GetFile())
+	v := uploadedValue(res.GetFile())
 	if err := v.Validate(); err != nil || v.Key != key {
 		return nil, wire.FileValue{}, fmt.Errorf("client: read URL of %s in %s: the answer's FILE value is not the key's: %v", key, table, err)
 	}
@@ -93,15 +93,6 @@ func (c *Client) OpenURL(ctx context.Context, table, key string, opts URLReadOpt
 		return nil, wire.FileValue{}, err
 	}
 	return newVerifier(body, v), v, nil
-}
-
-// answeredFileValue is the FILE value an ObjectUrl answer carries.
-func answeredFileValue(f *lakepb.UploadedFile) wire.FileValue {
-	v := wire.FileValue{Key: f.GetKey(), Size: f.GetSize(), SHA256: f.GetSha256(), ETag: f.GetEtag(), ContentType: f.GetContentType()}
-	if at := f.GetUploadedAtUnixMicros(); at != 0 {
-		v.UploadedAt = time.UnixMicro(at).UTC()
-	}
-	return v
 }
 
 // urlBody opens the bytes an ObjectUrl answer names: a file:// URL from
