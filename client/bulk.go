@@ -732,24 +732,10 @@ func (b *bulk) uploadGranted(ctx context.Context, f bulkFile, opts objects.PutOp
 	var sess *checkpoint.Session
 	if b.resumable(f.size) {
 		var err error
-		if sess, err = checkpoint.Open(b.c.checkpointPath(f.abs, b.table)); err != nil {
+		if sess, _, err = b.openUpload(f, "", &po.ContentType); err != nil {
 			return viaGrant{}, err
 		}
 		defer sess.Close()
-		cp, err := sess.Load()
-		switch {
-		case errors.Is(err, checkpoint.ErrNoCheckpoint):
-		case err != nil:
-			return viaGrant{}, err
-		case cp.CommitID != "":
-			return viaGrant{}, errInterruptedPut
-		default:
-			p := PutOptions{}
-			if _, err := resumeFrom(cp, b.table, "", &p); err != nil {
-				return viaGrant{}, err
-			}
-			po.ContentType = p.ContentType
-		}
 	} else if b.hasUploadCheckpoint(f) {
 		return viaGrant{}, errInterruptedPut
 	}
@@ -788,28 +774,40 @@ func (b *bulk) resumable(size int64) bool {
 // checkpoint, which stays (completed) until the file's batch commits, so
 // a crash before then finds the object instead of sending it again.
 func (b *bulk) uploadResumable(ctx context.Context, f bulkFile, key string, opts objects.PutOptions) (objects.Info, error) {
-	sess, err := checkpoint.Open(b.c.checkpointPath(f.abs, b.table))
+	sess, key, err := b.openUpload(f, key, &opts.ContentType)
 	if err != nil {
 		return objects.Info{}, err
 	}
 	defer sess.Close()
+	return b.c.store.(objects.Resumer).PutPathResumable(ctx, key, f.abs, sess, opts)
+}
+
+// openUpload opens and locks the upload checkpoint of the large file f.
+// One an earlier run left (no commit id yet) is taken over: its object
+// key replaces key and its content type *contentType. One that holds a
+// commit id is a single put's, which may have committed, and only that
+// put (run again) can tell: errInterruptedPut.
+func (b *bulk) openUpload(f bulkFile, key string, contentType *string) (*checkpoint.Session, string, error) {
+	sess, err := checkpoint.Open(b.c.checkpointPath(f.abs, b.table))
+	if err != nil {
+		return nil, "", err
+	}
 	cp, err := sess.Load()
 	switch {
 	case errors.Is(err, checkpoint.ErrNoCheckpoint):
+		return sess, key, nil
 	case err != nil:
-		return objects.Info{}, err
 	case cp.CommitID != "":
-		// A single put of this file was interrupted after it sent its
-		// append: it may have committed, and only it knows.
-		return objects.Info{}, errInterruptedPut
+		err = errInterruptedPut
 	default:
 		po := PutOptions{}
-		if key, err = resumeFrom(cp, b.table, "", &po); err != nil {
-			return objects.Info{}, err
+		if key, err = resumeFrom(cp, b.table, "", &po); err == nil {
+			*contentType = po.ContentType
+			return sess, key, nil
 		}
-		opts.ContentType = po.ContentType
 	}
-	return b.c.store.(objects.Resumer).PutPathResumable(ctx, key, f.abs, sess, opts)
+	sess.Close()
+	return nil, "", err
 }
 
 // commitUploads records a batch of uploaded files as pending and commits
