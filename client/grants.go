@@ -152,15 +152,14 @@ type localGranted struct {
 func (c *Client) putLocalGranted(ctx context.Context, table, name, abs string, size int64, o objects.PutOptions, noDedup bool) (localGranted, error) {
 	act := grantActions{c}
 	req := &lakepb.UploadGrantRequest{Table: table, FileName: name, Size: size, ContentType: o.ContentType, NoDedup: noDedup}
-	g, err := act.Grant(ctx, req)
-	if g.GetHashFirst() || errors.Is(err, wire.ErrInvalidRequest) {
-		sum, herr := hashFile(abs)
-		if herr != nil {
-			return localGranted{}, fmt.Errorf("hash %s: %w", abs, herr)
+	g, err := presigned.GrantHashingFirstIfAsked(ctx, act, req, func() error {
+		sum, err := hashFile(abs)
+		if err != nil {
+			return fmt.Errorf("hash %s: %w", abs, err)
 		}
 		req.Sha256 = sum
-		g, err = act.Grant(ctx, req)
-	}
+		return nil
+	})
 	if err != nil {
 		return localGranted{}, fmt.Errorf("grant an upload of %s: %w", name, err)
 	}

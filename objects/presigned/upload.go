@@ -107,16 +107,7 @@ func (up *upload) fresh(ctx context.Context) (Result, error) {
 		sums, whole = [][32]byte{raw}, hex.EncodeToString(raw[:])
 		up.withSums(req, sums, whole)
 	}
-	g, err := up.u.act.Grant(ctx, req)
-	// A service that holds an object of this size wants the sums first;
-	// one from before hashing overlapped the upload refuses a grant
-	// without them.
-	if req.Sha256 == "" && (g.GetHashFirst() || errors.Is(err, wire.ErrInvalidRequest)) {
-		if err := hash(); err != nil {
-			return Result{}, err
-		}
-		g, err = up.u.act.Grant(ctx, req)
-	}
+	g, err := GrantHashingFirstIfAsked(ctx, up.u.act, req, hash)
 	if err != nil {
 		return Result{}, fmt.Errorf("presigned: grant an upload of %s: %w", up.o.FileName, err)
 	}
@@ -324,6 +315,25 @@ func (up *upload) resume(ctx context.Context, cp *checkpoint.Checkpoint) (Result
 // heldFunc reports whether the stage holds part n of length bytes whose
 // SHA-256 is sum, and its ETag if known.
 type heldFunc func(n int32, length int64, sum string) (etag string, ok bool)
+
+// GrantHashingFirstIfAsked asks act for the grant req describes. Sent
+// without a sha256 (the file is to be hashed while it uploads), it is
+// answered hash_first when the service holds an object of this size, or
+// refused as invalid by a service from before hashing overlapped the
+// upload: then hash fills in req's sums and the grant is asked again. An
+// error of hash is returned as it is.
+func GrantHashingFirstIfAsked(ctx context.Context, act interface {
+	Grant(context.Context, *lakepb.UploadGrantRequest) (*lakepb.UploadGrant, error)
+}, req *lakepb.UploadGrantRequest, hash func() error) (*lakepb.UploadGrant, error) {
+	g, err := act.Grant(ctx, req)
+	if req.Sha256 == "" && (g.GetHashFirst() || errors.Is(err, wire.ErrInvalidRequest)) {
+		if err := hash(); err != nil {
+			return nil, err
+		}
+		g, err = act.Grant(ctx, req)
+	}
+	return g, err
+}
 
 // hashAll returns each part's SHA-256 and the whole file's. The two run
 // side by side, each reading the file on its own (the second read comes
