@@ -409,7 +409,7 @@ func gcBesideWriters(t *testing.T, stage compactStage) {
 		}()
 	}
 	go func() { wg.Wait(); close(done) }()
-	gcs, freed := 0, int64(0)
+	gcs, during, freed := 0, 0, int64(0)
 	for running := true; running && gcs < maxGCs; gcs++ {
 		select {
 		case <-done:
@@ -417,13 +417,21 @@ func gcBesideWriters(t *testing.T, stage compactStage) {
 		default:
 		}
 		freed += l.gc(t, "--grace=0s").Objects.Count
+		select {
+		case <-done:
+		default:
+			during++ // ended while writers were still putting
+		}
 	}
 	<-done
 	if t.Failed() {
 		return
 	}
+	if during == 0 {
+		t.Fatal("no collection ran while the writers put: the race this test is about never happened")
+	}
 	l.checkLive(t, ctx, acked)
-	t.Logf("%d puts acknowledged, %d refused, %d objects freed by %d collections", len(acked), refused, freed, gcs)
+	t.Logf("%d puts acknowledged, %d refused, %d objects freed by %d collections (%d while the writers put)", len(acked), refused, freed, gcs, during)
 }
 
 // slowPut uploads an object straight to the stage and appends its row
