@@ -58,12 +58,14 @@ func BenchmarkPutMany(b *testing.B) {
 			durableWrite(b, small, filepath.Join(dir, fmt.Sprintf("durable-%d", round)), 8)
 		}
 		compare(b, rounds, len(small.files), lake.put(small), "durable-writer", durable)
+		lake.checkRows()
 	})
 
 	b.Run("s3-small", func(b *testing.B) {
 		gw := startBenchGateway(b)
 		rclone := rcloneCopy(b, gw, small)
 		compare(b, rounds, len(small.files), gw.lake.put(small), "rclone", rclone)
+		gw.lake.checkRows()
 	})
 
 	b.Run("s3-large", func(b *testing.B) {
@@ -71,6 +73,7 @@ func BenchmarkPutMany(b *testing.B) {
 		large := writeBenchFiles(b, filepath.Join(b.TempDir(), "large"), 100, 8<<20)
 		aws := awsCopy(b, gw, large)
 		compare(b, rounds, len(large.files), gw.lake.put(large), "aws", aws)
+		gw.lake.checkRows()
 	})
 }
 
@@ -133,6 +136,12 @@ type benchLake struct {
 	b        *testing.B
 	endpoint string
 	tables   int
+	filled   []filledTable // by the rounds, for checkRows
+}
+
+type filledTable struct {
+	table string
+	rows  int
 }
 
 func newBenchLake(b *testing.B, endpoint string) *benchLake {
@@ -149,7 +158,23 @@ func (l *benchLake) put(fs benchFiles) func(round int) {
 			args = append(args, "--jobs", jobs) // the default (8) otherwise
 		}
 		runLakeBench(l.b, args...)
+		l.filled = append(l.filled, filledTable{table, len(fs.files)})
 	}
+}
+
+// checkRows fails the benchmark unless every table a round filled holds
+// one row per file: a round counts only if it did the work. It runs after
+// the timed rounds.
+func (l *benchLake) checkRows() {
+	l.b.Helper()
+	for _, f := range l.filled {
+		cmd := exec.Command(lakeBin, "sql", "SELECT count(*) AS n FROM "+f.table, "--format", "csv", "--endpoint", l.endpoint)
+		out, err := cmd.Output()
+		if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "\n"+strconv.Itoa(f.rows)) {
+			l.b.Fatalf("after lake put -r of %d files, %s holds %q (%v)", f.rows, f.table, out, err)
+		}
+	}
+	l.filled = nil
 }
 
 func runLakeBench(b *testing.B, args ...string) {
